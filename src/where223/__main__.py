@@ -1,0 +1,3 @@
+from where223.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""Export GPT-2 to ONNX the way ORTModule does (training mode, no constant folding), keeping source stacks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+AMP_DTYPES: dict[str, torch.dtype | None] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
+
+
+def autocast(device: str, amp_dtype: str) -> contextlib.AbstractContextManager:
+    """torch.autocast for `amp_dtype` ('fp16', 'bf16') on `device`, or a no-op for 'fp32'."""
+    dtype = AMP_DTYPES[amp_dtype]
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device, dtype=dtype)
+
+
+@contextlib.contextmanager
+def output_to(path: str | Path, fds: tuple[int, ...] = (1,)) -> Iterator[None]:
+    """Send file descriptors (1: stdout, 2: stderr) to `path` for a while, C++ writers included.
+
+    torch's verbose export dumps the graph from C++ and ORTModule logs at INFO; both belong in a log
+    file beside the model, not in a notebook.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in fds}
+    with open(path, "w") as sink:
+        for fd in fds:
+            os.dup2(sink.fileno(), fd)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
+def export_onnx(
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    out_path: str | Path,
+    opset: int,
+    device: str,
+    amp_dtype: str,
+) -> Path:
+    """Export `model(input_ids, attention_mask)` under autocast in TRAINING mode, as ORTModule would.
+
+    `verbose=True` makes torch keep each node's Python stack in its doc_string (what `blame` reads);
+    the graph dump that verbose mode prints goes to `<out>.log` beside the model.
+    """
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # A trailing dict is passed as keyword arguments (GPT-2's second positional is past_key_values).
+    args = (batch["input_ids"].to(device), {"attention_mask": batch["attention_mask"].to(device)})
+    model = model.to(device)
+    with autocast(device, amp_dtype), output_to(out.with_suffix(".log")):
+        torch.onnx.export(
+            model,
+            args,
+            str(out),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["logits"],
+            opset_version=opset,
+            training=torch.onnx.TrainingMode.TRAINING,
+            do_constant_folding=False,
+            verbose=True,
+        )
+    return out
+
+
+def load_in_onnxruntime(path: str | Path):
+    """Create an onnxruntime.InferenceSession on CPU; raises ONNX Runtime's own error if it refuses the graph."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
