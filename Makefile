@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.where223-setup
 
-.PHONY: setup run test lint lab clean-env
+.PHONY: setup run test lint strip lab clean-env
 
 $(STAMP): requirements.lock pyproject.toml scripts/setup-env.sh
 	bash scripts/setup-env.sh
@@ -22,6 +22,19 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+
+# Source notebooks carry no outputs (executed copies live in outputs/); run after saving from JupyterLab.
+strip: setup
+	$(PY) -m where223.pipeline.notebooks
+
+# JupyterLab on 127.0.0.1 with the project's kernel, opened on notebooks/. LAB_TOKEN empty = Jupyter makes one.
+LAB_PORT ?= 8888
+LAB_TOKEN ?=
+lab: setup
+	$(VENV)/bin/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
+	  --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) \
+	  $(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) \
+	  --MappingKernelManager.default_kernel_name=where223
 
 clean-env:
 	rm -rf $(VENV)

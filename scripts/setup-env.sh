@@ -21,7 +21,7 @@ fi
 echo "setup: installing the pinned stack (requirements.lock)"
 "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.lock
 "$PY" -m pip install --quiet --disable-pip-version-check --no-deps torch-ort==1.19.2
-"$PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+"$PY" -m pip install --quiet --disable-pip-version-check --no-deps -e .
 
 if ! "$PY" -c 'import onnxruntime.training.ortmodule as m, sys; sys.exit(0 if m.is_torch_cpp_extensions_installed(m.ORTMODULE_TORCH_CPP_DIR) else 1)' 2>/dev/null; then
   echo "setup: building ORTModule's C++ extensions (about 2 minutes)"

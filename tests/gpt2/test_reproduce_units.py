@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from where223.gpt2 import models, reproduce
-from where223.pipeline.paths import ROOT
+from where223.pipeline.paths import ROOT, portable
 
 # ONNX Runtime's own wording, in the two forms this project meets (CPU bf16 and the CUDA fp16 of the seed).
 CPU_MESSAGE = (
@@ -37,8 +37,8 @@ def test_other_ops_are_not_the_where_error():
 
 
 def test_paths_are_made_portable():
-    assert reproduce.portable_path("/x/venv/lib/python3.11/site-packages/torch/nn/module.py") == "torch/nn/module.py"
-    assert reproduce.portable_path(str(ROOT / "src" / "a.py")) == "src/a.py"
+    assert portable("/x/venv/lib/python3.11/site-packages/torch/nn/module.py") == "torch/nn/module.py"
+    assert portable(str(ROOT / "src" / "a.py")) == "src/a.py"
     assert reproduce.scrub(f"Load model from {ROOT}/outputs/r/model.onnx failed") == (
         "Load model from outputs/r/model.onnx failed"
     )

@@ -25,7 +25,7 @@ from where223.gpt2 import models
 from where223.gpt2.export import autocast, export_onnx, load_in_onnxruntime, output_to
 from where223.pipeline import environment
 from where223.pipeline.params import check_choice, check_range, resolve_amp_dtype, resolve_device
-from where223.pipeline.paths import ROOT
+from where223.pipeline.paths import ROOT, portable
 
 PATHS = ("ort_trainer", "ortmodule", "onnx_export")
 OPSETS = (14, 15, 16, 17)
@@ -124,21 +124,10 @@ def is_where_type_error(error: TypeBindingError | None) -> bool:
     return error is not None and error.op_type == "Where" and error.type_parameter == "T"
 
 
-def portable_path(path: str) -> str:
-    """Strip machine-specific prefixes (site-packages, the repo root) so records compare across machines."""
-    marker = "site-packages/"
-    if marker in path:
-        return path.split(marker, 1)[1]
-    try:
-        return str(Path(path).resolve().relative_to(ROOT))
-    except ValueError:
-        return path
-
-
 def call_stack(error: BaseException) -> list[str]:
     """The exception's stack as `file:line:function`, outermost first."""
     return [
-        f"{portable_path(frame.filename)}:{frame.lineno}:{frame.name}"
+        f"{portable(frame.filename)}:{frame.lineno}:{frame.name}"
         for frame in traceback.extract_tb(error.__traceback__)
     ]
 
@@ -281,7 +270,7 @@ def build_record(
     record: dict[str, Any] = {
         "parameters": asdict(settings),
         "path": settings.path,
-        "exported_model": None if exported is None else portable_path(str(exported)),
+        "exported_model": None if exported is None else portable(str(exported)),
         "environment": environment.describe(settings.device),
         "timing": {"seconds": round(seconds, 3)},
     }

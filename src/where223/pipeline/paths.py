@@ -45,3 +45,14 @@ def run_dir(name: str, output_root: str | os.PathLike[str] | None = None) -> Pat
     path = base / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def portable(path: str) -> str:
+    """A path without machine-specific prefixes: site-packages and the repo root are stripped."""
+    marker = "site-packages/"
+    if marker in path:
+        return path.split(marker, 1)[1]
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return path
