@@ -34,3 +34,20 @@ def load_json(path: Path) -> dict[str, Any]:
 def session_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One temporary outputs folder shared by the notebook tests of a session."""
     return tmp_path_factory.mktemp("outputs")
+
+
+TINY = {"batch_size": 1, "seq_len": 8}
+
+
+@pytest.fixture(scope="session")
+def reproduced(session_outputs: Path):
+    """Run notebook 01 with tiny parameters once per path and session; returns path -> (executed, record)."""
+    done: dict[str, tuple[Path, dict[str, Any]]] = {}
+
+    def get(path: str) -> tuple[Path, dict[str, Any]]:
+        if path not in done:
+            executed = run_notebook("01_reproduce", session_outputs, path=path, **TINY)
+            done[path] = executed, load_json(session_outputs / f"tiny-cpu-bf16-{path}" / "reproduce.json")
+        return done[path]
+
+    return get

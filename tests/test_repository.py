@@ -41,7 +41,12 @@ def test_gpu_env_pairs_cuda_11_8_with_the_same_stack():
 
 def test_the_historic_pins():
     pins = lock_pins()
-    assert (pins["torch"], pins["transformers"], pins["onnx"], pins["optimum"]) == ("2.1.2", "4.25.1", "1.16.2", "1.5.1")
+    assert (pins["torch"], pins["transformers"], pins["onnx"], pins["optimum"]) == (
+        "2.1.2",
+        "4.25.1",
+        "1.16.2",
+        "1.5.1",
+    )
     assert pins["onnxruntime-training-cpu"] == "1.19.2" and int(pins["numpy"].split(".")[0]) < 2
     assert "torch-ort==1.19.2" in (ROOT / "scripts" / "setup-env.sh").read_text()
 
@@ -58,7 +63,8 @@ def test_source_notebooks_are_clean_and_parameterised():
         # right after the imports: only markdown and one import cell come before it
         before = [cell for cell in cells[: tagged[0]] if cell["cell_type"] == "code"]
         assert len(before) == 1 and all(
-            re.match(r"^(from|import) ", line) or not line.strip() for line in "".join(before[0]["source"]).splitlines()
+            re.match(r"^(from|import) ", line) or not line.strip()
+            for line in "".join(before[0]["source"]).splitlines()
         ), path
 
 

@@ -55,16 +55,26 @@ def test_call_stack_lists_frames_outermost_first():
 
 
 def test_check_outcome_rejects_other_errors():
-    record = {"status": "other error", "path": "ortmodule", "environment": {"packages": {"torch": "x",
-              "transformers": "y"}}, "error": {"message": "Gemm(bfloat16) not implemented", "type_binding": None}}
+    record = {
+        "status": "other error",
+        "path": "ortmodule",
+        "environment": {"packages": {"torch": "x", "transformers": "y"}},
+        "error": {"message": "Gemm(bfloat16) not implemented", "type_binding": None},
+    }
     with pytest.raises(AssertionError, match="failed with another error: Gemm"):
         reproduce.check_outcome(record)
 
 
 def test_check_outcome_reports_not_reproduced_without_failing():
-    record = {"status": "not reproduced", "path": "onnx_export", "error": None,
-              "environment": {"packages": {"torch": "2.4.1", "transformers": "4.25.1"}}}
-    assert reproduce.check_outcome(record).startswith("NOT REPRODUCED: path onnx_export ran without error on torch 2.4.1")
+    record = {
+        "status": "not reproduced",
+        "path": "onnx_export",
+        "error": None,
+        "environment": {"packages": {"torch": "2.4.1", "transformers": "4.25.1"}},
+    }
+    assert reproduce.check_outcome(record).startswith(
+        "NOT REPRODUCED: path onnx_export ran without error on torch 2.4.1"
+    )
 
 
 def test_synthetic_dataset_is_deterministic_and_learnable():

@@ -12,11 +12,9 @@ pytestmark = pytest.mark.slow
 PATHS = ["onnx_export", "ortmodule", "ort_trainer"]
 
 
-@pytest.fixture(scope="module", params=PATHS)
-def tiny_run(request, session_outputs: Path):
-    path = request.param
-    executed = run_notebook("01_reproduce", session_outputs, path=path, batch_size=1, seq_len=8)
-    return path, executed, load_json(session_outputs / f"tiny-cpu-bf16-{path}" / "reproduce.json")
+@pytest.fixture(params=PATHS)
+def tiny_run(request, reproduced):
+    return request.param, *reproduced(request.param)
 
 
 def test_records_the_where_type_binding_error(tiny_run):

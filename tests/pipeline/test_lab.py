@@ -33,7 +33,10 @@ def test_make_lab_serves_notebooks_with_the_project_kernel():
     port, token = free_port(), secrets.token_hex(16)
     lab = subprocess.Popen(
         ["make", "-s", "lab", f"LAB_PORT={port}", f"LAB_TOKEN={token}"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -50,7 +53,11 @@ def test_make_lab_serves_notebooks_with_the_project_kernel():
         assert specs["default"] == "where223"
         listed = {item["name"] for item in get(f"{base}/api/contents", token)["content"]}
         assert "01_reproduce.ipynb" in listed
-        listening = {c.laddr.ip for c in psutil.net_connections("inet") if c.status == "LISTEN" and c.laddr.port == port}
+        listening = {
+            c.laddr.ip
+            for c in psutil.net_connections("inet")
+            if c.status == "LISTEN" and c.laddr.port == port
+        }
         assert listening == {"127.0.0.1"}  # the loopback address only
     finally:
         if lab.poll() is None:

@@ -1,0 +1,191 @@
+"""Real transformers releases beside the pinned one, and the attention block of their exported graphs.
+
+A historic variant of `where223.gpt2.variants` claims to write GPT-2 attention as a release did. The claim is
+checked against the release itself: `ensure_release` installs the pure-Python wheel (no dependencies) into
+`.cache/transformers/<version>`, `export_with_release` exports the tiny model in a subprocess whose
+PYTHONPATH puts that folder first (same settings as `export.export_onnx`: training mode, opset 17, bf16
+autocast on CPU, weights from the same seed), and `attention_block_signature` reduces a graph to what the
+variants change.
+
+The signature covers the nodes of `/transformer/h.<layer>/attn/` from the scores MatMul through the Softmax,
+in graph order: both lines the variants rewrite (scale and mask) lie there, and so do every Cast and
+Constant they add; the projections around it are the same code in every release and would only lengthen
+the comparison. `whole_block=True` takes every node of the attention module instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from where223.pipeline.paths import CACHE
+
+RELEASES: dict[str, str] = {"4.24": "4.24.0", "4.25": "4.25.1", "4.26": "4.26.0"}
+RELEASES_DIR: Path = CACHE / "transformers"
+EXPORTS_DIR: Path = RELEASES_DIR / "exports"
+EXPORT_SETTINGS: dict[str, object] = {
+    "preset": "tiny",
+    "seed": 0,
+    "batch_size": 2,
+    "seq_len": 8,
+    "opset": 17,
+    "device": "cpu",
+    "amp_dtype": "bf16",
+}
+
+Signature = list[tuple[str, tuple[str, ...]]]
+
+
+def release_dir(version: str) -> Path:
+    """The side folder of one transformers release (exists once `ensure_release` has run)."""
+    return RELEASES_DIR / version
+
+
+def ensure_release(version: str) -> Path:
+    """Install transformers `version` with `pip install --no-deps --target` into its side folder, once.
+
+    The wheel goes to a temporary folder first and is renamed into place, so an interrupted or concurrent
+    install never leaves a half-filled side folder behind.
+    """
+    target = release_dir(version)
+    if (target / "transformers" / "__init__.py").is_file():
+        return target
+    RELEASES_DIR.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=RELEASES_DIR, prefix=f".{version}."))
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(staging),
+             f"transformers=={version}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"pip install transformers=={version} failed:\n{result.stderr[-2000:]}")
+        if not (target / "transformers" / "__init__.py").is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def release_environment(version: str) -> dict[str, str]:
+    """The environment of a subprocess that imports transformers `version` from its side folder."""
+    side = str(ensure_release(version))
+    inherited = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": side + (os.pathsep + inherited if inherited else "")}
+
+
+def release_export_path(version: str) -> Path:
+    """Where the export of the tiny model with release `version` is cached (named by torch's version)."""
+    import torch
+
+    settings = "-".join(str(value) for value in EXPORT_SETTINGS.values())
+    return EXPORTS_DIR / f"transformers-{version}-torch-{torch.__version__}-{settings}.onnx"
+
+
+def export_with_release(version: str, timeout_s: int = 600) -> Path:
+    """Export the tiny model with transformers `version` (in a subprocess), cached; the ONNX file's path."""
+    out = release_export_path(version)
+    stamp = out.with_suffix(".json")
+    if out.is_file() and stamp.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "where223.gpt2.releases", "--expect", version, "--out", str(out)]
+    env = release_environment(version)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if result.returncode != 0 or not stamp.is_file():
+        raise RuntimeError(f"export with transformers {version} failed:\n{result.stderr[-3000:]}")
+    return out
+
+
+def _settings_model_and_batch():
+    """The model (training mode) and batch of EXPORT_SETTINGS, with whichever transformers is imported."""
+    from where223.gpt2 import models
+
+    s = EXPORT_SETTINGS
+    model = models.build_model(str(s["preset"]), int(s["seed"]))
+    model.train()
+    vocab = model.config.vocab_size
+    dataset = models.load_dataset("synthetic", int(s["batch_size"]), int(s["seq_len"]), vocab, int(s["seed"]))
+    return model, models.example_batch(dataset, int(s["batch_size"]))
+
+
+def _export(model, batch, out: str | Path) -> Path:
+    from where223.gpt2.export import export_onnx
+
+    s = EXPORT_SETTINGS
+    return export_onnx(model, batch, out, int(s["opset"]), str(s["device"]), str(s["amp_dtype"]))
+
+
+def _export_here(expect: str, out: Path) -> None:
+    """Child side of `export_with_release`: check the imported release, export, leave a stamp."""
+    import transformers
+
+    from where223.pipeline.records import write_json
+
+    if transformers.__version__ != expect:
+        raise SystemExit(f"expected transformers {expect}, imported {transformers.__version__}")
+    _export(*_settings_model_and_batch(), out)
+    stamp = {"transformers": transformers.__version__, "transformers_file": transformers.__file__}
+    write_json(out.with_suffix(".json"), {**stamp, **EXPORT_SETTINGS})
+
+
+def export_with_variant(name: str, out: str | Path) -> Path:
+    """Export the tiny model with the pinned transformers patched to variant `name`, same settings."""
+    from where223.gpt2.variants import patched_attention
+
+    model, batch = _settings_model_and_batch()
+    with patched_attention(name):
+        return _export(model, batch, out)
+
+
+def attention_block_signature(onnx_path: str | Path, layer: int = 0, whole_block: bool = False) -> Signature:
+    """(op_type, output types) of the attention nodes of layer `layer`, in graph order.
+
+    By default from the scores MatMul through the Softmax (see the module docstring); every node of
+    `/transformer/h.<layer>/attn/` with `whole_block=True`. Output types are ONNX Runtime style strings
+    ('tensor(bfloat16)'), from `where223.graph.types` (weights are never loaded).
+    """
+    from where223.graph.loading import load_model
+    from where223.graph.types import model_types
+
+    model, _ = load_model(onnx_path)
+    types = model_types(model)
+    prefix = f"/transformer/h.{layer}/attn/"
+    nodes = [node for node in model.graph.node if node.name.startswith(prefix)]
+    if not nodes:
+        raise ValueError(f"{onnx_path}: no node named {prefix}*; was it exported by where223.gpt2.export?")
+    if not whole_block:
+        ops = [node.op_type for node in nodes]
+        if "MatMul" not in ops or "Softmax" not in ops:
+            raise ValueError(f"{onnx_path}: layer {layer} attention has no MatMul ... Softmax span")
+        nodes = nodes[ops.index("MatMul") : ops.index("Softmax") + 1]
+    return [(node.op_type, tuple(str(types.type_of(out)) for out in node.output)) for node in nodes]
+
+
+def cast_count(onnx_path: str | Path, layer: int = 0) -> int:
+    """Cast nodes in layer `layer`'s attention block (scores MatMul through Softmax)."""
+    return sum(op == "Cast" for op, _ in attention_block_signature(onnx_path, layer))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m where223.gpt2.releases --expect VERSION --out FILE.onnx` (run by `export_with_release`)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--expect", required=True, help="the transformers version the import must find")
+    parser.add_argument("--out", required=True, type=Path, help="where to write the ONNX file")
+    args = parser.parse_args(argv)
+    _export_here(args.expect, args.out)
+    print(json.dumps({"out": str(args.out)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Which Python source lines produced an ONNX node, read from the stack its exporter recorded.
+
+`torch.onnx.export(..., verbose=True)` (TorchScript exporter) writes the Python stack into each node's
+doc_string, innermost frame first, one `FILE(LINE): FUNCTION` per line. Stacks written as Python
+tracebacks (`File "FILE", line LINE, in FUNCTION`), in the doc_string or in a node metadata_props entry
+whose key mentions "stack", are read too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import linecache
+import re
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import onnx
+
+from where223.graph.loading import ModelLike, NodeNotFoundError, UnreadableModelError, find_node, load_model
+
+_TORCHSCRIPT_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>\S.*)$")
+_TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S.*)$')
+# frames of torch's tracing/export machinery: everything from the first of these outwards is the
+# call to torch.onnx.export, not the model
+_MACHINERY = re.compile(r"[/\\]torch[/\\](jit|onnx)[/\\]")
+# nn.Module.__call__ plumbing between a module's forward and its caller
+_PLUMBING = re.compile(r"[/\\]torch[/\\]nn[/\\]modules[/\\]module\.py$")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One Python stack frame: where, in which function, and the code when the file is readable."""
+
+    file: str
+    line: int
+    function: str
+    code: str | None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}"
+
+
+@dataclass
+class BlameResult:
+    """The recorded source of one node (frames innermost first; empty when none was recorded)."""
+
+    node: str
+    op_type: str
+    subgraph: str
+    source: str  # "doc_string", "metadata_props[KEY]" or "" when nothing was recorded
+    frames: list[Frame]
+
+    @property
+    def model_frames(self) -> list[Frame]:
+        """The frames inside the model: tracing machinery and nn.Module call plumbing left out."""
+        inside = []
+        for frame in self.frames:
+            if _MACHINERY.search(frame.file):
+                break
+            if not _PLUMBING.search(frame.file):
+                inside.append(frame)
+        return inside or list(self.frames)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        record = asdict(self)
+        record["model_frames"] = [asdict(f) for f in self.model_frames]
+        return record
+
+    def format(self, all_frames: bool = False) -> str:
+        """Human-readable frames, innermost first."""
+        where = f" in subgraph {self.subgraph}" if self.subgraph else ""
+        if not self.frames:
+            return (
+                f"{self.node} ({self.op_type}){where} carries no source information: export with "
+                "torch.onnx.export(..., verbose=True) to record the Python stack in doc_string"
+            )
+        shown = self.frames if all_frames else self.model_frames
+        lines = [f"{self.node} ({self.op_type}){where}, from {self.source}:"]
+        for frame in shown:
+            lines.append(f"  {frame}")
+            if frame.code:
+                lines.append(f"      {frame.code}")
+        hidden = len(self.frames) - len(shown)
+        if hidden:
+            lines.append(f"  ({hidden} frames of torch call and export machinery hidden; --all shows them)")
+        return "\n".join(lines)
+
+
+def parse_stack(text: str) -> list[Frame]:
+    """The frames in a recorded stack, either torch's `FILE(LINE): FUNCTION` or traceback lines."""
+    frames: list[Frame] = []
+    lines = text.splitlines()
+    for i, raw in enumerate(lines):
+        match = _TORCHSCRIPT_FRAME.match(raw.strip()) or _TRACEBACK_FRAME.match(raw)
+        if not match:
+            continue
+        file, line = match["file"], int(match["line"])
+        code = linecache.getline(file, line).strip() or None
+        following = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if code is None and match.re is _TRACEBACK_FRAME and following and not following.startswith("File "):
+            code = following
+        frames.append(Frame(file=file, line=line, function=match["function"].strip(), code=code))
+    return frames
+
+
+def _recorded_stack(node: onnx.NodeProto) -> tuple[str, list[Frame]]:
+    frames = parse_stack(node.doc_string)
+    if frames:
+        return "doc_string", frames
+    for entry in getattr(node, "metadata_props", ()):  # NodeProto.metadata_props: onnx >= 1.16
+        if "stack" in entry.key.lower():
+            frames = parse_stack(entry.value)
+            if frames:
+                return f"metadata_props[{entry.key}]", frames
+    return "", []
+
+
+def blame(model_or_path: ModelLike, node_name: str) -> BlameResult:
+    """The source frames recorded for the node called `node_name` (weights are not loaded)."""
+    model, _ = load_model(model_or_path)
+    path, _, node = find_node(model.graph, node_name)
+    source, frames = _recorded_stack(node)
+    return BlameResult(node=node.name, op_type=node.op_type, subgraph=path, source=source, frames=frames)
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    """`where223 blame MODEL NODE`: exit 0 found, 1 no source recorded, 2 unreadable model or no such node."""
+    try:
+        result = blame(args.model, args.node)
+    except (UnreadableModelError, NodeNotFoundError) as exc:
+        print(f"where223 blame: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif result.frames:
+        print(result.format(all_frames=args.all))
+    else:
+        print(result.format(), file=sys.stderr)
+    return 0 if result.frames else 1

@@ -1,0 +1,395 @@
+"""Headless figures of ONNX graphs: dtype-labelled neighbourhoods and per-layer precision summaries.
+
+matplotlib's Agg canvas and networkx only (no graphviz, no pyplot state). Layouts are layered by
+longest path, so data flows left to right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import matplotlib
+import networkx as nx
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from where223.graph.lint import Violation, lint_types
+from where223.graph.loading import (
+    ModelLike,
+    NodeNotFoundError,
+    UnreadableModelError,
+    find_node,
+    load_model,
+    node_label,
+)
+from where223.graph.types import ModelTypes, Scope, model_types, short_type
+
+CONFLICT_COLOUR = "#d62728"
+# torch's scope names for GPT-2 attention: /transformer/h.<layer>/attn/<op>
+GPT2_ATTENTION = r"/h\.(?P<layer>\d+)/attn/(?P<op>.+)$"
+FLOATING = ("float", "float16", "bfloat16", "double")
+PRECISION_CLASSES = (*FLOATING, "other", "untyped")
+_PRECISION_COLOURS = ("#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#bbbbbb", "#ffffff")
+_REDUCED = ("float16", "bfloat16")
+
+
+def save_figure(figure: Figure, path_stem: str | os.PathLike[str]) -> list[Path]:
+    """Write `figure` as PATH_STEM.png and PATH_STEM.svg, byte-stable across runs (no date, fixed ids)."""
+    FigureCanvasAgg(figure)
+    paths = [Path(f"{os.fspath(path_stem)}.png"), Path(f"{os.fspath(path_stem)}.svg")]
+    paths[0].parent.mkdir(parents=True, exist_ok=True)
+    with matplotlib.rc_context({"svg.hashsalt": "where223"}):
+        figure.savefig(paths[0], dpi=150, bbox_inches="tight")
+        figure.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
+    return paths
+
+
+def _short_name(name: str) -> str:
+    """The last three scopes of a node name: /transformer/h.0/attn/Where -> h.0/attn/Where."""
+    parts = [p for p in name.split("/") if p]
+    return "/".join(parts[-3:]) if parts else name
+
+
+def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list[Violation]) -> nx.DiGraph:
+    """The nodes within `hops` edges of `node_name` as a DiGraph whose edges carry value names and dtypes.
+
+    Graph inputs, initializers, values from outer scopes and graph outputs appear as their own nodes.
+    Sources (those, and nodes without inputs such as Constant) end the walk: a constant shared by
+    every layer does not pull every layer in.
+    An edge is `conflict` when it carries an offending value of a violation at either end.
+    """
+    path, centre_index, _ = find_node(types.scopes[""].graph, node_name)
+    scope: Scope = types.scopes[path]
+    nodes = list(scope.graph.node)
+    producer: dict[str, str] = {}
+    full = nx.DiGraph()
+    for index, node in enumerate(nodes):
+        label = node_label(node, index)
+        full.add_node(label, kind="op", op_type=node.op_type, name=node.name)
+        producer.update({out: label for out in node.output if out})
+    graph_outputs = {v.name for v in scope.graph.output}
+    graph_inputs = {v.name for v in scope.graph.input}
+    initializers = {t.name for t in scope.graph.initializer}
+    offending = {(v.node, b.io, b.name) for v in violations if v.subgraph == path for b in v.offending}
+    bad_nodes = {v.node for v in violations if v.subgraph == path}
+
+    def connect(source: str, target: str, value: str, conflict: bool) -> None:
+        data = full.get_edge_data(source, target)
+        if data is None:
+            full.add_edge(source, target, values=[], dtypes=[], conflict=False)
+            data = full.edges[source, target]
+        data["values"].append(value)
+        data["dtypes"].append(short_type(scope.type_of(value) or "?"))
+        data["conflict"] = data["conflict"] or conflict
+
+    for index, node in enumerate(nodes):
+        label = node_label(node, index)
+        for value in (v for v in node.input if v):
+            source = producer.get(value)
+            if source is None:
+                if value in initializers:
+                    kind = "initializer"
+                else:
+                    kind = "input" if value in graph_inputs else "outer"
+                source = f"{kind}:{value}"
+                full.add_node(source, kind=kind, op_type=kind, name=value)
+            conflict = (label, "input", value) in offending or (source, "output", value) in offending
+            connect(source, label, value, conflict)
+        for value in (v for v in node.output if v in graph_outputs):
+            sink = f"output:{value}"
+            full.add_node(sink, kind="output", op_type="output", name=value)
+            connect(label, sink, value, (label, "output", value) in offending)
+    for label in bad_nodes & set(full.nodes):
+        full.nodes[label]["violation"] = True
+
+    centre = node_label(nodes[centre_index], centre_index)
+    seen = {centre: 0}
+    queue = deque([centre])
+    undirected = full.to_undirected(as_view=True)
+    while queue:
+        current = queue.popleft()
+        is_source = full.in_degree(current) == 0 or full.nodes[current]["kind"] != "op"
+        if seen[current] == hops or (is_source and current != centre):
+            continue
+        for other in undirected.neighbors(current):
+            if other not in seen:
+                seen[other] = seen[current] + 1
+                queue.append(other)
+    sub = full.subgraph(seen).copy()
+    sub.graph.update(centre=centre, subgraph=path)
+    return sub
+
+
+def _layers(graph: nx.DiGraph) -> dict[str, int]:
+    """Longest-path layers, with sources pulled right up to just before their first consumer."""
+    layer: dict[str, int] = {}
+    for node in nx.topological_sort(graph):
+        layer[node] = max((layer[p] + 1 for p in graph.predecessors(node)), default=0)
+    for node in graph.nodes:
+        if graph.in_degree(node) == 0 and graph.out_degree(node):
+            layer[node] = min(layer[s] for s in graph.successors(node)) - 1
+    low = min(layer.values(), default=0)
+    return {node: value - low for node, value in layer.items()}
+
+
+def layered_layout(graph: nx.DiGraph) -> dict[str, tuple[float, float]]:
+    """Left-to-right positions: x by layer, y ordered within a layer by the mean y of its neighbours
+    (a forward then a backward barycentre sweep, which removes most crossings in small graphs)."""
+    layers = _layers(graph)
+    columns: dict[int, list[str]] = {}
+    for node in graph.nodes:
+        columns.setdefault(layers[node], []).append(node)
+    rank = {node: i - (len(col) - 1) / 2 for col in columns.values() for i, node in enumerate(col)}
+
+    def sweep(order: list[int], neighbours: Callable[[str], Iterable[str]]) -> None:
+        for x in order:
+
+            def centre(node: str) -> float:
+                ys = [rank[n] for n in neighbours(node)]
+                return sum(ys) / len(ys) if ys else rank[node]
+
+            columns[x].sort(key=centre)
+            rank.update({node: float(i) - (len(columns[x]) - 1) / 2 for i, node in enumerate(columns[x])})
+
+    sweep(sorted(columns)[1:], graph.predecessors)
+    sweep(sorted(columns, reverse=True)[1:], graph.successors)
+    return {node: (float(layers[node]), -rank[node]) for node in graph.nodes}
+
+
+def _draw_on(ax: Axes, graph: nx.DiGraph, title: str) -> None:
+    """Draw a neighbourhood on one axes: boxes for ops, grey for sources and sinks, red conflicts."""
+    positions = layered_layout(graph)
+    labels = {
+        n: f"{d['op_type']}\n{_short_name(d['name'] or n)}"
+        if d["kind"] == "op"
+        else f"{d['kind']}\n{d['name']}"
+        for n, d in graph.nodes(data=True)
+    }
+    colours = [
+        "#fbd5d5" if d.get("violation") else ("#e8eef7" if d["kind"] == "op" else "#eeeeee")
+        for _, d in graph.nodes(data=True)
+    ]
+    borders = [
+        CONFLICT_COLOUR
+        if d.get("violation")
+        else ("#1f3b73" if n == graph.graph.get("centre") else "#888888")
+        for n, d in graph.nodes(data=True)
+    ]
+    edge_colours = [CONFLICT_COLOUR if d["conflict"] else "#555555" for _, _, d in graph.edges(data=True)]
+    widths = [2.5 if d["conflict"] else 1.0 for _, _, d in graph.edges(data=True)]
+    shape = {"node_size": 2600, "node_shape": "s"}
+    nx.draw_networkx_edges(
+        graph, positions, ax=ax, edge_color=edge_colours, width=widths, arrows=True, arrowsize=12, **shape
+    )
+    nx.draw_networkx_nodes(
+        graph, positions, ax=ax, node_color=colours, edgecolors=borders, linewidths=1.5, **shape
+    )
+    nx.draw_networkx_labels(graph, positions, labels=labels, ax=ax, font_size=6)
+    texts = nx.draw_networkx_edge_labels(
+        graph,
+        positions,
+        edge_labels={(u, v): ", ".join(d["dtypes"]) for u, v, d in graph.edges(data=True)},
+        ax=ax,
+        font_size=6,
+        rotate=False,
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+    )
+    for (u, v), text in texts.items():
+        if graph.edges[u, v]["conflict"]:
+            text.set_color(CONFLICT_COLOUR)
+    ax.set_title(title, fontsize=9)
+    ax.set_axis_off()
+    ax.margins(0.08)
+
+
+def _figure_size(graphs: list[nx.DiGraph]) -> tuple[float, float]:
+    """Width from the number of layers, height from the most crowded layer."""
+    width, height = 0.0, 1
+    for graph in graphs:
+        counts = Counter(_layers(graph).values())
+        width += 2.0 + 1.9 * len(counts)
+        height = max(height, max(counts.values(), default=1))
+    return min(width, 40.0), min(2.0 + 1.2 * height, 24.0)
+
+
+def _typed(model: ModelLike) -> tuple[ModelTypes, list[Violation]]:
+    loaded, _ = load_model(model)
+    types = model_types(loaded)
+    return types, lint_types(types).violations
+
+
+def draw_neighbourhood(
+    model: ModelLike,
+    node_name: str,
+    hops: int,
+    path_stem: str | os.PathLike[str],
+    highlight: list[Violation] | None = None,
+) -> list[Path]:
+    """PNG and SVG of the nodes within `hops` of `node_name`, every edge labelled by its dtype.
+
+    `highlight` defaults to the model's own lint violations; their offending edges are drawn red.
+    """
+    types, violations = _typed(model)
+    return _render(types, violations if highlight is None else highlight, node_name, hops, path_stem)
+
+
+def _render(
+    types: ModelTypes,
+    violations: list[Violation],
+    node_name: str,
+    hops: int,
+    path_stem: str | os.PathLike[str],
+) -> list[Path]:
+    graph = neighbourhood(types, node_name, hops, violations)
+    figure = Figure(figsize=_figure_size([graph]))
+    where = f" in {graph.graph['subgraph']}" if graph.graph["subgraph"] else ""
+    _draw_on(figure.add_subplot(1, 1, 1), graph, f"{node_name}{where}: {hops}-hop neighbourhood")
+    return save_figure(figure, path_stem)
+
+
+def draw_before_after(
+    model_a: ModelLike,
+    model_b: ModelLike,
+    node_a: str,
+    node_b: str,
+    path_stem: str | os.PathLike[str],
+    titles: tuple[str, str] = ("before", "after"),
+    hops: int = 2,
+) -> list[Path]:
+    """The neighbourhoods of `node_a` in `model_a` and `node_b` in `model_b`, side by side."""
+    graphs = []
+    for model, node in ((model_a, node_a), (model_b, node_b)):
+        types, violations = _typed(model)
+        graphs.append(neighbourhood(types, node, hops, violations))
+    width, height = _figure_size(graphs)
+    figure = Figure(figsize=(width, height))
+    for k, (graph, title) in enumerate(zip(graphs, titles, strict=True)):
+        _draw_on(figure.add_subplot(1, 2, k + 1), graph, title)
+    return save_figure(figure, path_stem)
+
+
+def precision_table(model: ModelLike, pattern: str = GPT2_ATTENTION) -> dict[int, dict[str, str]]:
+    """Per layer, the precision class of each floating-point tensor produced in the matched block.
+
+    `pattern` must name groups `layer` and `op` in node names. Values are one of PRECISION_CLASSES
+    ('other' for a non-floating type); columns whose tensors are never floating point (shapes, masks,
+    indices) are left out.
+    """
+    types, _ = _typed(model)
+    scope = types.scopes[""]
+    regex = re.compile(pattern)
+    table: dict[int, dict[str, str]] = {}
+    floating: set[str] = set()
+    for node in scope.graph.node:
+        match = regex.search(node.name)
+        if not match:
+            continue
+        for position, value in enumerate(node.output):
+            if not value:
+                continue
+            column = match["op"] if position == 0 else f"{match['op']}:{position}"
+            value_type = scope.type_of(value)
+            dtype = short_type(value_type) if value_type else "untyped"
+            if dtype in FLOATING:
+                floating.add(column)
+            elif dtype != "untyped":
+                dtype = "other"
+            table.setdefault(int(match["layer"]), {})[column] = dtype
+    if not table:
+        raise ValueError(f"no node name matches {pattern!r}: the model has no layer-structured names")
+    return {
+        layer: {column: dtype for column, dtype in row.items() if column in floating}
+        for layer, row in sorted(table.items())
+    }
+
+
+def draw_precision_summary(
+    model: ModelLike, path_stem: str | os.PathLike[str], pattern: str = GPT2_ATTENTION
+) -> list[Path]:
+    """A layer x tensor grid of the attention block's float tensors: float, float16, bfloat16, double."""
+    table = precision_table(model, pattern)
+    columns = list(dict.fromkeys(c for row in table.values() for c in row))
+    layers = list(table)
+    grid = [[PRECISION_CLASSES.index(table[layer].get(c, "untyped")) for c in columns] for layer in layers]
+    reduced = sum(1 for row in table.values() for d in row.values() if d in _REDUCED)
+    total = sum(len(row) for row in table.values())
+    figure = Figure(figsize=(min(2.0 + 0.35 * len(columns), 40.0), 1.5 + 0.35 * len(layers)))
+    ax = figure.add_subplot(1, 1, 1)
+    ax.imshow(grid, cmap=ListedColormap(_PRECISION_COLOURS), vmin=0, vmax=len(PRECISION_CLASSES) - 1)
+    ax.set_xticks(range(len(columns)), columns, rotation=90, fontsize=6)
+    ax.set_yticks(range(len(layers)), [f"layer {n}" for n in layers], fontsize=7)
+    ax.set_xticks([x - 0.5 for x in range(1, len(columns))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(layers))], minor=True)
+    ax.grid(which="minor", color="white", linewidth=0.8)
+    ax.tick_params(which="minor", length=0)
+    ax.set_title(
+        f"attention tensors by precision: {reduced} of {total} reduced (float16/bfloat16)", fontsize=9
+    )
+    handles = [
+        Patch(facecolor=colour, edgecolor="#888888", label=name)
+        for name, colour in zip(PRECISION_CLASSES, _PRECISION_COLOURS, strict=True)
+    ]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    return save_figure(figure, path_stem)
+
+
+MARK_COLOURS = {"agrees": "#55a868", "diverges": CONFLICT_COLOUR, "not joined": "#dddddd"}
+
+
+def draw_node_marks(
+    model: ModelLike,
+    marks: dict[str, str],
+    path_stem: str | os.PathLike[str],
+    title: str,
+    pattern: str = GPT2_ATTENTION,
+) -> list[Path]:
+    """A layer x op grid of the block's floating tensors, each cell coloured by its node's mark.
+
+    `marks` maps node names to 'agrees' or 'diverges' (e.g. eager-versus-graph dtype agreement);
+    nodes without a mark are drawn as 'not joined'.
+    """
+    table = precision_table(model, pattern)
+    regex = re.compile(pattern)
+    by_cell = {(int(m["layer"]), m["op"]): mark for name, mark in marks.items() if (m := regex.search(name))}
+    columns = list(dict.fromkeys(c for row in table.values() for c in row))
+    classes = list(MARK_COLOURS)
+    grid = [[classes.index(by_cell.get((layer, c), "not joined")) for c in columns] for layer in table]
+    figure = Figure(figsize=(min(2.0 + 0.35 * len(columns), 40.0), 1.5 + 0.35 * len(table)))
+    ax = figure.add_subplot(1, 1, 1)
+    ax.imshow(grid, cmap=ListedColormap(list(MARK_COLOURS.values())), vmin=0, vmax=len(classes) - 1)
+    ax.set_xticks(range(len(columns)), columns, rotation=90, fontsize=6)
+    ax.set_yticks(range(len(table)), [f"layer {n}" for n in table], fontsize=7)
+    ax.set_title(title, fontsize=9)
+    handles = [Patch(facecolor=c, edgecolor="#888888", label=k) for k, c in MARK_COLOURS.items()]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    return save_figure(figure, path_stem)
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    """`where223 draw MODEL [NODE] [--hops N] [--out STEM]`: 0 drawn, 1 nothing to centre on, 2 bad input."""
+    try:
+        types, violations = _typed(args.model)
+    except UnreadableModelError as exc:
+        print(f"where223 draw: {exc}", file=sys.stderr)
+        return 2
+    node = args.node or (violations[0].node if violations else None)
+    if node is None:
+        print("where223 draw: the model has no violations; name a node to draw", file=sys.stderr)
+        return 1
+    try:
+        paths = _render(types, violations, node, args.hops, args.out)
+    except NodeNotFoundError as exc:
+        print(f"where223 draw: {exc}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0

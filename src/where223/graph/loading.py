@@ -1,0 +1,99 @@
+"""Opening ONNX models without their weights, with one-line errors for files that are not models."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+ModelLike = onnx.ModelProto | str | os.PathLike[str]
+
+
+class UnreadableModelError(ValueError):
+    """The input is not a readable ONNX model (missing, not protobuf, truncated, no graph)."""
+
+
+class NodeNotFoundError(KeyError):
+    """No node has the requested name; the message lists close names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.ModelProto, Path | None]:
+    """The model and the path it came from (None for an in-memory model).
+
+    External weight data is read only when `load_weights` is true; the tensor headers (name, dtype,
+    shape) always are. Raises `UnreadableModelError` with a one-line message for anything that is not
+    a usable ONNX model.
+    """
+    if isinstance(source, onnx.ModelProto):
+        return source, None
+    path = Path(source)
+    if not path.exists():
+        raise UnreadableModelError(f"{path}: no such file")
+    if not path.is_file():
+        raise UnreadableModelError(f"{path}: not a file")
+    try:
+        model = onnx.load(str(path), load_external_data=load_weights)
+    except DecodeError as exc:
+        raise UnreadableModelError(f"{path}: not an ONNX model or truncated ({exc})") from exc
+    except (OSError, ValueError) as exc:
+        raise UnreadableModelError(f"{path}: cannot be read as ONNX ({exc})") from exc
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
+        raise UnreadableModelError(
+            f"{path}: not an ONNX model or truncated (no ir_version, graph or opset_import)"
+        )
+    return model, path
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """A node's name, or `<OpType #index>` for a nameless node."""
+    return node.name or f"<{node.op_type} #{index}>"
+
+
+def subgraph_path(parent: str, node: onnx.NodeProto, index: int, attribute: str) -> str:
+    """The path of a subgraph held in `attribute` of `node`, e.g. `If_3/then_branch`."""
+    own = f"{node_label(node, index)}/{attribute}"
+    return f"{parent}/{own}" if parent else own
+
+
+def subgraphs(graph: onnx.GraphProto, path: str = "") -> list[tuple[str, onnx.GraphProto]]:
+    """Every graph reachable from `graph` (itself first), with its subgraph path ("" for the main one)."""
+    found = [(path, graph)]
+    for index, node in enumerate(graph.node):
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                found.extend(subgraphs(attr.g, subgraph_path(path, node, index, attr.name)))
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for k, sub in enumerate(attr.graphs):
+                    found.extend(subgraphs(sub, subgraph_path(path, node, index, f"{attr.name}[{k}]")))
+    return found
+
+
+def find_node(graph: onnx.GraphProto, name: str) -> tuple[str, int, onnx.NodeProto]:
+    """The subgraph path, index and node called `name` (or labelled so when nameless), in any subgraph.
+
+    Raises NodeNotFoundError listing close names and, for an ORT-style name such as `Where_223`, the
+    nodes of that op type.
+    """
+    names: list[str] = []
+    for path, sub in subgraphs(graph):
+        for index, node in enumerate(sub.node):
+            if node_label(node, index) == name:
+                return path, index, node
+            names.append(node.name)
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
+    op_type = re.sub(r"_\d+$", "", name.rsplit("/", 1)[-1])
+    same_op = [n.name for _, g in subgraphs(graph) for n in g.node if n.op_type == op_type and n.name]
+    message = f"no node named {name!r} among {len(names)} nodes"
+    if close:
+        message += f"; close names: {', '.join(close)}"
+    if same_op:
+        more = f" (+{len(same_op) - 5} more)" if len(same_op) > 5 else ""
+        message += f"; {op_type} nodes: {', '.join(same_op[:5])}{more}"
+    raise NodeNotFoundError(message)

@@ -1,0 +1,244 @@
+"""Resolve type-binding conflicts by inserting Cast nodes, then re-lint and load in ONNX Runtime.
+
+Each input that breaks a type binding gets a Cast to the target type (by default the type the node's
+outputs already carry, else the majority of the bound values). With an explicit target that differs
+from an output's type, the output is renamed and cast back, so every consumer still sees its old type.
+One Cast is shared by every node in a graph that needs the same value in the same type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from where223.graph.lint import BINDING_CONFLICT, Binding, Violation, lint_model, lint_types
+from where223.graph.loading import ModelLike, UnreadableModelError, load_model, subgraphs
+from where223.graph.types import elem_type_of, model_types, short_type, tensor_type_string
+
+_EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroom for the graph
+
+
+class RepairError(RuntimeError):
+    """The model cannot be repaired by Cast insertion (or the result does not lint clean)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One Cast inserted for one node's input (`cast_input`) or behind its output (`cast_output`)."""
+
+    kind: str
+    node: str
+    subgraph: str
+    value: str
+    position: int
+    from_type: str
+    to_type: str
+    cast_node: str
+    new_value: str
+
+    def __str__(self) -> str:
+        where = f" [{self.subgraph}]" if self.subgraph else ""
+        if self.kind == "cast_input":
+            return (
+                f"{self.node}{where}: input {self.position} {self.value!r} {self.from_type} -> "
+                f"{self.to_type} via Cast {self.cast_node!r} (new value {self.new_value!r})"
+            )
+        return (
+            f"{self.node}{where}: output {self.position} now {self.new_value!r} {self.from_type}, cast back "
+            f"to {self.to_type} as {self.value!r} by Cast {self.cast_node!r}"
+        )
+
+
+class _Names:
+    """Fresh value and node names that collide with nothing in the model."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.taken: set[str] = set()
+        for _, graph in subgraphs(model.graph):
+            self.taken.update(v.name for v in (*graph.input, *graph.output, *graph.initializer))
+            for node in graph.node:
+                self.taken.update((node.name, *node.input, *node.output))
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+
+def _cast(source: str, target: str, names: _Names) -> onnx.NodeProto:
+    value = names.fresh(f"{source}_where223_{short_type(target)}")
+    return onnx.helper.make_node(
+        "Cast", [source], [value], name=names.fresh(f"{value}/Cast"), to=elem_type_of(target)
+    )
+
+
+def _target_for(violation: Violation, target: str) -> str:
+    chosen = violation.expected if target == "output" else tensor_type_string(target)
+    if chosen is None or chosen not in violation.allowed:
+        raise RepairError(
+            f"{violation.node}: target {chosen} is not allowed for type parameter {violation.type_param} "
+            f"of {violation.op_type} (allowed: {', '.join(violation.allowed)})"
+        )
+    for binding in violation.bindings:
+        if not binding.type.startswith("tensor("):
+            raise RepairError(f"{violation.node}: {binding} is not a tensor, Cast cannot convert it")
+    return chosen
+
+
+class _Editor:
+    """Collects Cast insertions on a copy of a model, then splices them into the node lists."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = onnx.ModelProto()
+        self.model.CopyFrom(model)
+        self.graphs = dict(subgraphs(self.model.graph))
+        self.names = _Names(self.model)
+        self.before: dict[tuple[str, int], list[onnx.NodeProto]] = {}
+        self.after: dict[tuple[str, int], list[onnx.NodeProto]] = {}
+        self.shared: dict[tuple[str, str, str], onnx.NodeProto] = {}
+        self.changes: list[Change] = []
+
+    def cast_input(self, violation: Violation, binding: Binding, to_type: str) -> None:
+        """Feed the node a Cast of the input (one Cast per value and type in a graph)."""
+        key = (violation.subgraph, binding.name, to_type)
+        if key not in self.shared:
+            self.shared[key] = _cast(binding.name, to_type, self.names)
+            self.before.setdefault((violation.subgraph, violation.node_index), []).append(self.shared[key])
+        cast = self.shared[key]
+        node = self.graphs[violation.subgraph].node[violation.node_index]
+        node.input[binding.position] = cast.output[0]
+        self.changes.append(
+            Change("cast_input", violation.node, violation.subgraph, binding.name, binding.position,
+                   binding.type, to_type, cast.name, cast.output[0])
+        )  # fmt: skip
+
+    def cast_output(self, violation: Violation, binding: Binding, to_type: str) -> None:
+        """Rename the output (now of `to_type`) and cast it back under its old name and type."""
+        renamed = self.names.fresh(f"{binding.name}_where223_{short_type(to_type)}")
+        node = self.graphs[violation.subgraph].node[violation.node_index]
+        node.output[binding.position] = renamed
+        cast = onnx.helper.make_node(
+            "Cast", [renamed], [binding.name], name=self.names.fresh(f"{binding.name}/Cast"),
+            to=elem_type_of(binding.type),
+        )  # fmt: skip
+        self.after.setdefault((violation.subgraph, violation.node_index), []).append(cast)
+        self.changes.append(
+            Change("cast_output", violation.node, violation.subgraph, binding.name, binding.position,
+                   to_type, binding.type, cast.name, renamed)
+        )  # fmt: skip
+
+    def apply(self) -> onnx.ModelProto:
+        """The edited model, each Cast placed next to the node it serves."""
+        # subgraphs first: rebuilding a node list copies its nodes, subgraph attributes included
+        for path, graph in reversed(self.graphs.items()):
+            if not any(k[0] == path for k in (*self.before, *self.after)):
+                continue
+            nodes = []
+            for index, node in enumerate(graph.node):
+                nodes.extend(self.before.get((path, index), []))
+                nodes.append(node)
+                nodes.extend(self.after.get((path, index), []))
+            del graph.node[:]
+            graph.node.extend(nodes)
+        return self.model
+
+
+def repair(model: ModelLike, target: str = "output") -> tuple[onnx.ModelProto, list[Change]]:
+    """A copy of `model` with Casts resolving every type-binding conflict, and the changes made.
+
+    `target` is 'output' (each node's output type, else the majority) or an ONNX element type name
+    such as 'float' or 'tensor(float16)'. A model without binding conflicts is returned as is, with no
+    changes. Other findings (a type outside a parameter's allowed set) cannot be cured by a Cast at the
+    conflict and are left in place: `lint_model` on the result still lists them. Raises RepairError when
+    the target is not allowed or a binding conflict survives the Casts.
+    """
+    original, _ = load_model(model)
+    report = lint_types(model_types(original))
+    conflicts = [v for v in report.violations if v.kind == BINDING_CONFLICT]
+    if not conflicts:
+        return original, []
+    editor = _Editor(original)
+    for violation in conflicts:
+        to_type = _target_for(violation, target)
+        for binding in violation.bindings:
+            if binding.type != to_type:
+                cast = editor.cast_input if binding.io == "input" else editor.cast_output
+                cast(violation, binding, to_type)
+    repaired = editor.apply()
+    left = [v for v in lint_model(repaired).violations if v.kind == BINDING_CONFLICT]
+    if left:
+        raise RepairError("Casts inserted but binding conflicts remain: " + "; ".join(v.message() for v in left))
+    return repaired, editor.changes
+
+
+def is_missing_kernel(ort_error: str) -> bool:
+    """ONNX Runtime accepted the graph's types but this machine's execution provider lacks a kernel."""
+    return "NOT_IMPLEMENTED" in ort_error and "Could not find an implementation" in ort_error
+
+
+def ort_load_error(model_or_path: onnx.ModelProto | str | Path) -> str | None:
+    """None when ONNX Runtime (CPU) creates a session for the model, else its error message."""
+    import onnxruntime
+
+    source = (
+        model_or_path.SerializeToString()
+        if isinstance(model_or_path, onnx.ModelProto)
+        else str(model_or_path)
+    )
+    try:
+        onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT raises its own exception classes for every refusal
+        return str(exc)
+    return None
+
+
+def save_model(model: onnx.ModelProto, path: Path) -> None:
+    """Write a model, its weights inline when they fit protobuf's limit, else beside it as PATH.data."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    external = model.ByteSize() > _EXTERNAL_DATA_THRESHOLD
+    onnx.save_model(model, str(path), save_as_external_data=external, location=f"{path.name}.data")
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    """`where223 repair INPUT OUTPUT [--to T]`: 0 repaired (ORT type checks pass), 1 not repairable, 2 unreadable."""
+    try:
+        if args.to != "output":
+            tensor_type_string(args.to)
+        model, _ = load_model(args.input, load_weights=True)
+    except (UnreadableModelError, ValueError) as exc:
+        print(f"where223 repair: {exc}", file=sys.stderr)
+        return 2
+    try:
+        repaired, changes = repair(model, target=args.to)
+    except RepairError as exc:
+        print(f"where223 repair: {exc}", file=sys.stderr)
+        return 1
+    if not changes:
+        print(f"{args.input}: no type-binding conflicts; nothing changed, nothing written")
+        return 0
+    output = Path(args.output)
+    save_model(repaired, output)
+    print(f"repaired {args.input} -> {output}: {len(changes)} change(s)")
+    for change in changes:
+        print(f"  {change}")
+    remaining = lint_model(output).violations
+    print("re-lint: no type-binding conflict left" + (
+        f"; {len(remaining)} other finding(s) left in place:" if remaining else ", clean"))
+    for violation in remaining:
+        print(f"  {violation.message()}")
+    error = ort_load_error(output)
+    if error and is_missing_kernel(error):
+        print(f"ONNX Runtime accepts the repaired model's types; this machine cannot execute it: {error.strip()}")
+    elif error:
+        print(f"where223 repair: ONNX Runtime refuses the repaired model: {error}", file=sys.stderr)
+        return 1
+    else:
+        print("ONNX Runtime loads the repaired model")
+    return 0

@@ -1,0 +1,60 @@
+"""Notebook 02 on notebook 01's tiny export: lint, blame, figures and divergence, in step with outputs/."""
+
+import pytest
+
+from tests.conftest import load_json, run_notebook
+from where223.pipeline.paths import OUTPUTS
+
+pytestmark = pytest.mark.slow
+RUN = "tiny-cpu-bf16-onnx_export"
+
+
+@pytest.fixture(scope="module")
+def graph_dir(reproduced, session_outputs):
+    reproduced("onnx_export")
+    run_notebook("02_graph", session_outputs, source_run=RUN, hops=1)
+    return session_outputs / RUN / "graph"
+
+
+def conflicts(lint: dict) -> list[tuple]:
+    return [(v["node"], v["type_param"], tuple(b["type"] for b in v["offending"]))
+            for v in lint["violations"] if v["kind"] == "type_binding_conflict"]
+
+
+def test_lint_flags_every_where_including_the_one_ort_named(graph_dir, reproduced):
+    lint = load_json(graph_dir / "lint.json")
+    nodes = [node for node, _, _ in conflicts(lint)]
+    assert nodes == ["/transformer/h.0/attn/Where", "/transformer/h.1/attn/Where"]
+    assert reproduced("onnx_export")[1]["error"]["type_binding"]["node"] in nodes
+    assert conflicts(lint)[0][1:] == ("T", ("tensor(bfloat16)",))
+
+
+def test_blame_names_the_torch_where_line(graph_dir):
+    blame = load_json(graph_dir / "blame.json")
+    first = blame["frames"][0]
+    assert first["file"].endswith("transformers/models/gpt2/modeling_gpt2.py") and first["line"] == 201
+    assert first["code"] == "attn_weights = torch.where(causal_mask, attn_weights, mask_value)"
+
+
+def test_divergence_starts_at_the_scale_line_not_the_where(graph_dir):
+    found = load_json(graph_dir / "divergence.json")
+    first = found["first"]
+    assert (first["file"], first["line"]) == ("transformers/models/gpt2/modeling_gpt2.py", 185)
+    assert (first["graph_node"], first["graph_dtype"], first["eager_dtype"]) == (
+        "/transformer/h.0/attn/Div", "float", "bfloat16")
+    lines = sorted({(d["line"], d["graph_node"].split("/")[-1]) for d in found["divergences"]})
+    assert lines == [(185, "Div"), (201, "Where")]
+
+
+def test_figures_are_drawn(graph_dir):
+    for stem in ("neighbourhood", "precision", "divergence"):
+        for suffix in (".png", ".svg"):
+            assert (graph_dir / f"{stem}{suffix}").stat().st_size > 5_000, stem
+
+
+def test_committed_graph_records_agree_with_the_code(graph_dir):
+    committed = OUTPUTS / RUN / "graph"
+    assert conflicts(load_json(committed / "lint.json")) == conflicts(load_json(graph_dir / "lint.json"))
+    fresh, kept = load_json(graph_dir / "divergence.json"), load_json(committed / "divergence.json")
+    assert [(d["line"], d["graph_node"]) for d in kept["divergences"]] == [
+        (d["line"], d["graph_node"]) for d in fresh["divergences"]]
