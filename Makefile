@@ -16,6 +16,7 @@ setup: $(STAMP)
 
 run: setup
 	$(PY) -m where223 run
+	$(PY) -m where223 report
 
 test: setup
 	$(PY) -m pytest

@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import yaml
 
@@ -76,3 +77,25 @@ def test_parameters_are_typed_and_commented():
             if not line.strip() or line.startswith("#"):
                 continue
             assert re.match(r"^\w+: [\w\[\], ]+ = .+  # .+", line), f"{path.name}: {line}"
+
+
+def test_papermill_sees_every_parameter_with_its_comment():
+    from papermill.inspection import inspect_notebook
+
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        source = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
+        declared = [line.split(":")[0] for line in source.splitlines() if re.match(r"^\w+: ", line)]
+        inferred = inspect_notebook(str(path))
+        assert list(inferred) == declared, path.name
+        assert all(p["help"] for p in inferred.values()), path.name
+
+
+def test_ruff_is_clean():
+    import subprocess
+    import sys
+
+    ruff = Path(sys.executable).with_name("ruff")
+    result = subprocess.run([str(ruff), "check", "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0, result.stdout

@@ -13,6 +13,7 @@ from collections.abc import Callable
 # subcommand -> (module, function taking the parsed args and returning an exit code)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("where223.pipeline.run", "cli_main"),
+    "report": ("where223.study.report", "cli_main"),
     "lint": ("where223.graph.lint", "cli_main"),
     "blame": ("where223.graph.blame", "cli_main"),
     "draw": ("where223.graph.draw", "cli_main"),
@@ -34,6 +35,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", metavar="01,03", help="run only notebooks whose names start with these prefixes")
     p.add_argument("--output-root", help="write outputs under this folder instead of outputs/")
     p.add_argument("--kernel", default="where223", help="Jupyter kernel name (default: where223)")
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="regenerate outputs/REPORT.md, the reviewer write-up, from the recorded JSON",
+        description="Write outputs/REPORT.md from the records the notebooks left; every number is read from them.",
+    )
+    p.add_argument("--outputs", help="the outputs folder to read and write (default outputs/)")
 
 
 def _add_lint(sub: argparse._SubParsersAction) -> None:
@@ -103,6 +113,7 @@ def _add_repair(sub: argparse._SubParsersAction) -> None:
 
 BUILDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "run": _add_run,
+    "report": _add_report,
     "lint": _add_lint,
     "blame": _add_blame,
     "draw": _add_draw,

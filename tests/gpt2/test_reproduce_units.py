@@ -4,6 +4,7 @@ import pytest
 
 from where223.gpt2 import models, reproduce
 from where223.pipeline.paths import ROOT, portable
+from where223.pipeline.records import portable_text
 
 # ONNX Runtime's own wording, in the two forms this project meets (CPU bf16 and the CUDA fp16 of the seed).
 CPU_MESSAGE = (
@@ -39,7 +40,7 @@ def test_other_ops_are_not_the_where_error():
 def test_paths_are_made_portable():
     assert portable("/x/venv/lib/python3.11/site-packages/torch/nn/module.py") == "torch/nn/module.py"
     assert portable(str(ROOT / "src" / "a.py")) == "src/a.py"
-    assert reproduce.scrub(f"Load model from {ROOT}/outputs/r/model.onnx failed") == (
+    assert portable_text(f"Load model from {ROOT}/outputs/r/model.onnx failed") == (
         "Load model from outputs/r/model.onnx failed"
     )
 

@@ -31,8 +31,8 @@ def test_lint_flags_every_where_including_the_one_ort_named(graph_dir, reproduce
 
 def test_blame_names_the_torch_where_line(graph_dir):
     blame = load_json(graph_dir / "blame.json")
-    first = blame["frames"][0]
-    assert first["file"].endswith("transformers/models/gpt2/modeling_gpt2.py") and first["line"] == 201
+    first = blame["model_frames"][0]
+    assert (first["file"], first["line"]) == ("transformers/models/gpt2/modeling_gpt2.py", 201)
     assert first["code"] == "attn_weights = torch.where(causal_mask, attn_weights, mask_value)"
 
 

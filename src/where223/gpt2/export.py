@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
+# Jupyter runs each cell from /tmp/ipykernel_<pid>/<hash of the code>.py: the pid changes every run.
+_KERNEL_CELL = re.compile(r"/tmp/ipykernel_\d+/")
 AMP_DTYPES: dict[str, torch.dtype | None] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
 
 
@@ -74,7 +77,26 @@ def export_onnx(
             do_constant_folding=False,
             verbose=True,
         )
-    return out
+    return stable_doc_strings(out)
+
+
+def stable_doc_strings(path: str | Path) -> Path:
+    """Rewrite the kernel-pid part of notebook-cell frames in node doc_strings, so reruns give equal files.
+
+    Only the outer frames (the notebook cell that called the export) change; the model's own frames,
+    which `blame` reads, are untouched.
+    """
+    import onnx
+
+    model = onnx.load(str(path))
+    changed = False
+    for node in model.graph.node:
+        if _KERNEL_CELL.search(node.doc_string):
+            node.doc_string = _KERNEL_CELL.sub("<ipykernel>/", node.doc_string)
+            changed = True
+    if changed:
+        onnx.save(model, str(path))
+    return Path(path)
 
 
 def load_in_onnxruntime(path: str | Path):

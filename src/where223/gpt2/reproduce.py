@@ -22,10 +22,11 @@ from typing import Any
 import torch
 
 from where223.gpt2 import models
-from where223.gpt2.export import autocast, export_onnx, load_in_onnxruntime, output_to
+from where223.gpt2.export import autocast, export_onnx, load_in_onnxruntime, output_to, stable_doc_strings
 from where223.pipeline import environment
 from where223.pipeline.params import check_choice, check_range, resolve_amp_dtype, resolve_device
-from where223.pipeline.paths import ROOT, portable
+from where223.pipeline.paths import portable
+from where223.pipeline.records import portable_text
 
 PATHS = ("ort_trainer", "ortmodule", "onnx_export")
 OPSETS = (14, 15, 16, 17)
@@ -132,12 +133,6 @@ def call_stack(error: BaseException) -> list[str]:
     ]
 
 
-def scrub(message: str) -> str:
-    """Make absolute paths in a message portable (site-packages and repo-root prefixes removed)."""
-    message = re.sub(r"/\S*?/site-packages/", "", message)
-    return message.replace(f"{ROOT}/", "")
-
-
 @contextlib.contextmanager
 def ortmodule_environment(opset: int) -> Iterator[None]:
     """Make ORTModule fail loudly (no silent fallback to PyTorch) and export at `opset`."""
@@ -234,6 +229,7 @@ def keep_exported_model(run_dir: Path) -> Path | None:
     saved = run_dir / ORTMODULE_EXPORT
     if saved.exists():
         saved.replace(target)
+        stable_doc_strings(target)
     for stage in run_dir.glob("ortmodule_*.onnx"):
         stage.unlink()
     return target if target.exists() else None
@@ -277,7 +273,7 @@ def build_record(
     if caught is None:
         record.update(status="not reproduced", error=None, call_stack=[])
         return record
-    message = scrub(str(caught))
+    message = portable_text(str(caught))
     parsed = parse_type_binding(message)
     record["status"] = "reproduced" if is_where_type_error(parsed) else "other error"
     record["error"] = {

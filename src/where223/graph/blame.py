@@ -63,10 +63,12 @@ class BlameResult:
                 inside.append(frame)
         return inside or list(self.frames)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready record."""
+    def to_dict(self, all_frames: bool = True) -> dict[str, Any]:
+        """A JSON-ready record; `all_frames=False` keeps only the model's frames (stable across runs)."""
         record = asdict(self)
         record["model_frames"] = [asdict(f) for f in self.model_frames]
+        if not all_frames:
+            del record["frames"]
         return record
 
     def format(self, all_frames: bool = False) -> str:

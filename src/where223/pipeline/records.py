@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from where223.pipeline.paths import ROOT
+
+_SITE_PACKAGES = re.compile(r"/\S*?/site-packages/")
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
@@ -25,9 +30,25 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     return target
 
 
+def portable_text(text: str) -> str:
+    """Strip machine-specific prefixes from paths inside a text: site-packages and the repo root."""
+    return _SITE_PACKAGES.sub("", text).replace(f"{ROOT}/", "")
+
+
+def portable(record: Any) -> Any:
+    """The record with every string made portable (records compare across machines and checkouts)."""
+    if isinstance(record, str):
+        return portable_text(record)
+    if isinstance(record, dict):
+        return {key: portable(value) for key, value in record.items()}
+    if isinstance(record, (list, tuple)):
+        return [portable(value) for value in record]
+    return record
+
+
 def write_json(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
-    """Write a record as indented, key-sorted JSON (stable diffs), atomically."""
-    text = json.dumps(record, indent=2, sort_keys=True, default=str) + "\n"
+    """Write a record as indented, key-sorted, portable JSON (stable diffs), atomically."""
+    text = json.dumps(portable(json.loads(json.dumps(record, default=str))), indent=2, sort_keys=True) + "\n"
     return write_atomic(path, text)
 
 

@@ -61,10 +61,23 @@ def select(runs: list[PlannedRun], only: list[str] | None) -> list[PlannedRun]:
     return chosen
 
 
+def check_kernel(kernel: str) -> None:
+    """Fail fast, saying what to do, when the Jupyter kernel is not installed."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    known = KernelSpecManager().find_kernel_specs()
+    if kernel not in known:
+        raise RuntimeError(
+            f"Jupyter kernel {kernel!r} is not installed (known: {sorted(known)}); run `make setup` "
+            "or pass --kernel NAME"
+        )
+
+
 def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_NAME) -> Path:
     """Execute one copy with papermill; on success replace the previous copy, on failure keep it aside."""
     import papermill
 
+    check_kernel(kernel)
     executed_dir = output_root / "notebooks"
     failed_dir = output_root / "failed"
     executed_dir.mkdir(parents=True, exist_ok=True)
