@@ -37,5 +37,7 @@ lab: setup
 	  $(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) \
 	  --MappingKernelManager.default_kernel_name=where223
 
+include matrix.mk
+
 clean-env:
 	rm -rf $(VENV)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -138,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module_name, function_name = COMMANDS[args.command]
     function = getattr(importlib.import_module(module_name), function_name)
-    return int(function(args) or 0)
+    try:
+        return int(function(args) or 0)
+    except BrokenPipeError:  # e.g. `where223 lint big.onnx | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

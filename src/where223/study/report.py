@@ -179,13 +179,36 @@ def fix(report: Report) -> None:
     report.figure(f"{FIX}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)
 
 
+def matrix(report: Report) -> None:
+    """Section 5: which stacks have the bug."""
+    from where223.study import matrix_figure
+
+    data = report.json("matrix/matrix.json")
+    axes = data["axes"]
+    report.add(
+        "## 5. Which stacks have the bug",
+        "",
+        f"The tiny model exported under CPU bf16 autocast with every combination of transformers "
+        f"{', '.join(axes['transformers'])} × torch {', '.join(axes['torch'])} × exporter "
+        f"{', '.join(axes['exporter'])}: {len(data['cells'])} cells, each in its own environment. Outcomes: "
+        + ", ".join(f"{kind} {count}" for kind, count in sorted(data["counts"].items())) + ".",
+        "",
+        *[f"- {line}" for line in matrix_figure.conclusions(data)],
+        "",
+        "Data: [`matrix/matrix.json`](matrix/matrix.json) and one JSON per cell under `matrix/cells/`; "
+        "notes in [`matrix/NOTES.md`](matrix/NOTES.md).",
+        "",
+    )
+    report.figure("matrix/heatmap", "Outcome of every transformers × torch × exporter cell", "05_matrix")
+
+
 def _value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value).replace("|", "\\|")
 
 
-SECTIONS: list[Callable[[Report], None]] = [failure, cause, fix]
+SECTIONS: list[Callable[[Report], None]] = [failure, cause, fix, matrix]
 
 
 def build(outputs: Path = OUTPUTS) -> str:

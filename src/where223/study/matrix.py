@@ -1,0 +1,457 @@
+"""Version-matrix driver: transformers x torch x exporter for the tiny GPT-2 under CPU bf16 autocast.
+
+Each torch version gets its own virtual environment under `.cache/matrix/envs/torch-X`; each
+transformers version is a `pip install --no-deps --target` side folder put first on PYTHONPATH.
+Every cell runs `where223.study.matrix_cell` in a subprocess with a timeout and leaves one JSON
+record under `outputs/matrix/cells/`; `outputs/matrix/matrix.json` aggregates them. Cells already
+recorded are skipped unless `--force`, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from where223.pipeline import environment, paths, records
+from where223.study.matrix_figure import cell_label
+
+TRANSFORMERS_VERSIONS: tuple[str, ...] = (
+    "4.22.0",
+    "4.23.1",
+    "4.24.0",
+    "4.25.1",
+    "4.26.0",
+    "4.27.4",  # newest 4.27.x on PyPI
+    "4.28.1",  # newest 4.28.x
+    "4.29.2",  # newest 4.29.x
+    "4.30.2",  # newest 4.30.x
+)
+# 2.14.1 is the newest release the machine's pip cap (/etc/xdg/pip/constraints.txt: torch<=2.14.1) allows.
+TORCH_VERSIONS: tuple[str, ...] = ("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.14.1")
+EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
+OUTCOMES: tuple[str, ...] = ("accepted", "where_type_error", "other_error", "not_applicable", "not_run")
+# Outcomes that count as done: a resumed run skips them. `not_run` cells are retried.
+FINAL_OUTCOMES: frozenset[str] = frozenset(OUTCOMES) - {"not_run"}
+
+MATRIX_CACHE: Path = paths.CACHE / "matrix"
+ENVS: Path = MATRIX_CACHE / "envs"
+SIDE: Path = MATRIX_CACHE / "transformers"
+ONNX_DIR: Path = MATRIX_CACHE / "onnx"
+PIP_CACHE: Path = MATRIX_CACHE / "pip-cache"
+MATRIX_OUT: Path = paths.OUTPUTS / "matrix"
+CELLS_DIR: Path = MATRIX_OUT / "cells"
+ENV_READY = "where223-env.json"
+
+# What transformers 4.22-4.30 checks at import (dependency_versions_check), at versions all of them accept.
+# tokenizers is left out on purpose: the check skips it when absent, 4.22 wants <0.13 and 4.30 <0.14,
+# and no tokenizers below 0.13 has a Python 3.11 wheel; the tiny model never tokenizes.
+TRANSFORMERS_DEPS: tuple[str, ...] = (
+    "huggingface_hub==0.16.4",
+    "safetensors==0.4.5",
+    "regex",
+    "requests",
+    "packaging",
+    "filelock",
+    "pyyaml",
+    "tqdm",
+)
+# The project's own stack (requirements.in): onnx 1.16.2, ORT training CPU 1.19.2, numpy<2.
+PROJECT_ONNX: tuple[str, ...] = (
+    "onnx==1.16.2",
+    "protobuf==3.20.2",
+    "onnxruntime-training-cpu==1.19.2",
+    "numpy<2",
+)
+# onnxscript for torch.onnx.dynamo_export (2.1-2.4): the nightly closest to that torch's release date.
+ONNXSCRIPT_FOR: dict[str, str] = {
+    "2.1.2": "onnxscript==0.1.0.dev20231213",
+    "2.2.2": "onnxscript==0.1.0.dev20240327",
+    "2.3.1": "onnxscript==0.1.0.dev20240605",
+    "2.4.1": "onnxscript==0.1.0.dev20240904",
+}
+# onnxscript 0.7 (what the newest torch's dynamo exporter needs) requires onnx>=1.17, so the newest torch gets
+# the newest onnx and onnxscript; onnxruntime stays the project's ORT training CPU 1.19.2 in every environment.
+NEWEST_STACK: tuple[str, ...] = ("onnx", "onnxscript", "onnxruntime-training-cpu==1.19.2")
+
+
+def env_packages(torch_version: str) -> list[str]:
+    """The pip requirements of one torch version's environment."""
+    if torch_version == TORCH_VERSIONS[-1]:
+        onnx_stack: Sequence[str] = NEWEST_STACK
+    else:
+        onnx_stack = [
+            *PROJECT_ONNX,
+            *([ONNXSCRIPT_FOR[torch_version]] if torch_version in ONNXSCRIPT_FOR else []),
+        ]
+    return [f"torch=={torch_version}", *onnx_stack, *TRANSFORMERS_DEPS]
+
+
+@dataclass(frozen=True)
+class EnvResult:
+    """A built environment (its python, or a side folder), or why it could not be built."""
+
+    path: Path | None
+    reason: str | None = None
+    # False when the failure may pass on a retry (e.g. a network error): its cells become not_run.
+    permanent: bool = True
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+INCOMPATIBLE = ("No matching distribution", "ResolutionImpossible", "Could not find a version")
+
+
+def _pip_reason(log: str) -> tuple[str, bool]:
+    """A short why from a failed pip log, and whether it says the versions cannot be installed together."""
+    for line in log.splitlines():
+        if any(marker in line for marker in INCOMPATIBLE):
+            return line.strip(), True
+    return _tail(log, 6), False
+
+
+def _run_logged(cmd: Sequence[str], log: Path, env: dict[str, str] | None = None) -> int:
+    with log.open("a") as handle:
+        handle.write(f"$ {' '.join(cmd)}\n")
+        handle.flush()
+        return subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False).returncode
+
+
+def ensure_env(torch_version: str) -> EnvResult:
+    """Create (once) the venv of one torch version; its marker file records what was installed."""
+    root = ENVS / f"torch-{torch_version}"
+    python = root / "bin" / "python"
+    marker = root / ENV_READY
+    if marker.is_file():
+        info = json.loads(marker.read_text())
+        return EnvResult(python if info.get("ok") else None, info.get("reason"))
+    if root.exists():
+        shutil.rmtree(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    log = MATRIX_CACHE / "logs" / f"env-torch-{torch_version}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    pip_env = {**os.environ, "PIP_CACHE_DIR": str(PIP_CACHE)}
+    rc = _run_logged([sys.executable, "-m", "venv", str(root)], log)
+    packages = env_packages(torch_version)
+    if rc == 0:
+        rc = _run_logged([str(python), "-m", "pip", "install", "-q", *packages], log, pip_env)
+    if rc != 0:
+        why, permanent = _pip_reason(log.read_text())
+        reason = f"pip install {' '.join(packages)} failed: {why}"
+        if permanent:  # remembered: the next run does not retry an impossible install
+            records.write_json(marker, {"ok": False, "reason": reason, "requested": packages, "freeze": []})
+        return EnvResult(None, reason, permanent)
+    frozen = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True, check=False)
+    records.write_json(
+        marker, {"ok": True, "reason": None, "requested": packages, "freeze": frozen.stdout.splitlines()}
+    )
+    return EnvResult(python)
+
+
+def ensure_transformers(version: str) -> EnvResult:
+    """Install transformers `version` (no dependencies) into its own side folder, once."""
+    target = SIDE / f"transformers-{version}"
+    if (target / "transformers").is_dir():
+        return EnvResult(target)
+    log = MATRIX_CACHE / "logs" / f"transformers-{version}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp)]
+    rc = _run_logged([*cmd, f"transformers=={version}"], log, {**os.environ, "PIP_CACHE_DIR": str(PIP_CACHE)})
+    if rc != 0:
+        why, permanent = _pip_reason(log.read_text())
+        return EnvResult(None, f"pip install transformers=={version} failed: {why}", permanent)
+    tmp.rename(target)
+    return EnvResult(target)
+
+
+def cell_name(torch_version: str, transformers_version: str, exporter: str) -> str:
+    """The file stem of one cell: `<torch>-<transformers>-<exporter>`."""
+    return f"{torch_version}-{transformers_version}-{exporter}"
+
+
+def cell_path(name: str, out_dir: Path = MATRIX_OUT) -> Path:
+    """Where one cell's JSON record lives."""
+    return out_dir / "cells" / f"{name}.json"
+
+
+def is_done(path: Path) -> bool:
+    """True when the cell has a final outcome recorded (a resumed run skips it)."""
+    if not path.is_file():
+        return False
+    try:
+        return records.read_json(path).get("outcome") in FINAL_OUTCOMES
+    except (OSError, ValueError):
+        return False
+
+
+def _cell_base(torch_version: str, transformers_version: str, exporter: str) -> dict[str, Any]:
+    return {
+        "cell": cell_name(torch_version, transformers_version, exporter),
+        "torch_requested": torch_version,
+        "transformers_requested": transformers_version,
+        "exporter": exporter,
+    }
+
+
+def placeholder(
+    torch_version: str, transformers_version: str, exporter: str, outcome: str, reason: str
+) -> dict[str, Any]:
+    """A record written by the driver for a cell it could not or did not run."""
+    return {
+        **_cell_base(torch_version, transformers_version, exporter),
+        "outcome": outcome,
+        "reason": reason,
+        "recorded_by": "driver",
+        "recorded_at": _now(),
+    }
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _last_stage(stderr: str) -> str:
+    """The last `WHERE223_STAGE <name>` marker a cell printed before it died."""
+    stage = "start"
+    for line in stderr.splitlines():
+        if line.startswith("WHERE223_STAGE "):
+            stage = line.split(maxsplit=1)[1].strip()
+    return stage
+
+
+def run_cell(
+    python: Path,
+    side: Path,
+    torch_version: str,
+    transformers_version: str,
+    exporter: str,
+    out: Path,
+    timeout_s: float,
+    work_root: Path = ONNX_DIR,
+) -> dict[str, Any]:
+    """Run one cell in a subprocess; a crash or a timeout becomes an `other_error` record."""
+    name = cell_name(torch_version, transformers_version, exporter)
+    work = work_root / name  # also the cwd: the dynamo exporters drop reports there
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    onnx_path = work / "model.onnx"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{side}{os.pathsep}{paths.ROOT / 'src'}",
+        "WHERE223_ROOT": str(paths.ROOT),
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    cmd = [
+        str(python), "-m", "where223.study.matrix_cell",
+        "--torch", torch_version, "--transformers", transformers_version,
+        "--exporter", exporter, "--onnx", str(onnx_path), "--out", str(out),
+    ]  # fmt: skip
+    out.unlink(missing_ok=True)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        record = placeholder(torch_version, transformers_version, exporter, "other_error", "timeout")
+        record["error"] = {
+            "stage": _last_stage(stderr),
+            "type": "Timeout",
+            "message": f"cell did not finish within {timeout_s:.0f} s",
+        }
+        records.write_json(out, record)
+        return record
+    if out.is_file():
+        record = records.read_json(out)
+    else:
+        record = placeholder(torch_version, transformers_version, exporter, "other_error", "cell process died")
+        record["error"] = {
+            "stage": _last_stage(proc.stderr),
+            "type": "ProcessExit",
+            "message": f"exit status {proc.returncode}; stderr tail:\n{_tail(proc.stderr, 20)}",
+        }
+    record["wall_s"] = round(time.monotonic() - start, 1)
+    records.write_json(out, record)
+    return record
+
+
+def load_cells(out_dir: Path = MATRIX_OUT) -> list[dict[str, Any]]:
+    """Every cell record under `out_dir/cells`, sorted by name."""
+    return [records.read_json(p) for p in sorted((out_dir / "cells").glob("*.json"))]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
+    """Build and write `matrix.json` from the cell records (axes, counts, per-env versions, cells)."""
+    cells = load_cells(out_dir)
+    envs: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        versions = cell.get("versions")
+        if versions:
+            envs.setdefault(cell["torch_requested"], {k: v for k, v in versions.items() if k != "transformers"})
+    torch_axis = sorted({c["torch_requested"] for c in cells}, key=_version_key)
+    tf_axis = sorted({c["transformers_requested"] for c in cells}, key=_version_key)
+    exporters = [e for e in EXPORTERS if any(c["exporter"] == e for c in cells)]
+    matrix = {
+        "description": (
+            "Tiny GPT-2 (random weights) exported to ONNX under torch.autocast('cpu', torch.bfloat16), "
+            "then loaded and run with onnxruntime's CPU provider"
+        ),
+        "axes": {"torch": torch_axis, "transformers": tf_axis, "exporter": exporters},
+        "counts": dict(Counter(c["outcome"] for c in cells)),
+        "driver_environment": environment.describe(),
+        "cell_environments": envs,
+        "updated_at": _now(),
+        "cells": cells,
+    }
+    records.write_json(out_dir / "matrix.json", matrix)
+    return matrix
+
+
+def _planned(
+    torch_versions: Iterable[str], transformers_versions: Iterable[str], exporters: Iterable[str]
+) -> list[tuple[str, str, str]]:
+    return [(t, tf, e) for t in torch_versions for tf in transformers_versions for e in exporters]
+
+
+def build(
+    torch_versions: Sequence[str],
+    transformers_versions: Sequence[str],
+    exporters: Sequence[str],
+    *,
+    out_dir: Path = MATRIX_OUT,
+    force: bool = False,
+    timeout_s: float = 600.0,
+    deadline: dt.datetime | None = None,
+    drop_envs: bool = False,
+) -> dict[str, Any]:
+    """Run every missing cell (all with `force`), torch version by torch version, then aggregate."""
+    plan = _planned(torch_versions, transformers_versions, exporters)
+    counts: Counter[str] = Counter()
+    done = 0
+    for torch_version in torch_versions:
+        todo = [c for c in plan if c[0] == torch_version and (force or not is_done(cell_path(cell_name(*c), out_dir)))]
+        skipped = sum(1 for c in plan if c[0] == torch_version) - len(todo)
+        done += skipped
+        if skipped:
+            print(f"torch {torch_version}: {skipped} cells already recorded, skipped", flush=True)
+        if not todo:
+            continue
+        if deadline and dt.datetime.now(dt.timezone.utc) >= deadline:
+            for cell in todo:
+                reason = f"not run: the matrix deadline {deadline.isoformat()} was reached before this cell"
+                records.write_json(cell_path(cell_name(*cell), out_dir), placeholder(*cell, "not_run", reason))
+                counts["not_run"] += 1
+                done += 1
+            continue
+        print(f"torch {torch_version}: building environment (once) ...", flush=True)
+        env = ensure_env(torch_version)
+        for cell in todo:
+            path = cell_path(cell_name(*cell), out_dir)
+            if env.path is None:
+                outcome = "not_applicable" if env.permanent else "not_run"
+                record = placeholder(*cell, outcome, env.reason or "environment build failed")
+                records.write_json(path, record)
+            elif deadline and dt.datetime.now(dt.timezone.utc) >= deadline:
+                reason = f"not run: the matrix deadline {deadline.isoformat()} was reached before this cell"
+                record = placeholder(*cell, "not_run", reason)
+                records.write_json(path, record)
+            else:
+                side = ensure_transformers(cell[1])
+                if side.path is None:
+                    outcome = "not_applicable" if side.permanent else "not_run"
+                    record = placeholder(*cell, outcome, side.reason or "transformers install failed")
+                    records.write_json(path, record)
+                else:
+                    record = run_cell(env.path, side.path, *cell, path, timeout_s)
+            counts[record["outcome"]] += 1
+            done += 1
+            summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            label = cell_label(record, width=70).replace("\n", " ")
+            print(f"[{done}/{len(plan)}] {record['cell']}: {label}  ({summary})", flush=True)
+            aggregate(out_dir)
+        if drop_envs and env.path is not None:
+            shutil.rmtree(ENVS / f"torch-{torch_version}", ignore_errors=True)
+    return aggregate(out_dir)
+
+
+def _csv(text: str, allowed: Sequence[str]) -> list[str]:
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in values if v not in allowed]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown value(s) {unknown}; allowed: {', '.join(allowed)}")
+    return values
+
+
+def _deadline(text: str) -> dt.datetime:
+    value = dt.datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m where223.study.matrix`: build (or resume) the version matrix."""
+    p = argparse.ArgumentParser(prog="python -m where223.study.matrix", description=__doc__)
+    p.add_argument("--torch", default=",".join(TORCH_VERSIONS), help="comma-separated torch versions")
+    p.add_argument(
+        "--transformers",
+        default=",".join(TRANSFORMERS_VERSIONS),
+        help="comma-separated transformers versions",
+    )
+    p.add_argument("--exporter", default=",".join(EXPORTERS), help="comma-separated: torchscript,dynamo")
+    p.add_argument("--force", action="store_true", help="rerun cells that are already recorded")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds one cell may run")
+    p.add_argument("--deadline", type=_deadline, help="ISO time (UTC if naive) after which cells become not_run")
+    p.add_argument("--drop-envs", action="store_true", help="delete each torch venv once its cells are done")
+    p.add_argument("--envs-only", action="store_true", help="only build the environments and side folders")
+    p.add_argument("--aggregate-only", action="store_true", help="only rebuild matrix.json from the cells")
+    args = p.parse_args(argv)
+    try:
+        torch_versions = _csv(args.torch, TORCH_VERSIONS)
+        tf_versions = _csv(args.transformers, TRANSFORMERS_VERSIONS)
+        exporters = _csv(args.exporter, EXPORTERS)
+    except argparse.ArgumentTypeError as exc:
+        p.error(str(exc))
+    if args.aggregate_only:
+        aggregate()
+        return 0
+    if args.envs_only:
+        for version in tf_versions:
+            print(f"transformers {version}: {ensure_transformers(version)}", flush=True)
+        for version in torch_versions:
+            print(f"torch {version}: {ensure_env(version)}", flush=True)
+        return 0
+    matrix = build(
+        torch_versions,
+        tf_versions,
+        exporters,
+        force=args.force,
+        timeout_s=args.timeout,
+        deadline=args.deadline,
+        drop_envs=args.drop_envs,
+    )
+    print("outcomes:", json.dumps(matrix["counts"], sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,352 @@
+"""One cell of the version matrix, run inside one torch environment with one transformers side folder.
+
+Builds a tiny GPT-2 from `GPT2Config` (random weights, nothing downloaded), exports it to ONNX under
+`torch.autocast("cpu", torch.bfloat16)` with the TorchScript-based or the dynamo-based exporter, then
+loads and runs it with onnxruntime's CPU provider, and writes one JSON record with the outcome:
+`accepted`, `where_type_error`, `other_error` or `not_applicable`.
+
+Imports only the stdlib, torch, transformers, onnx, onnxruntime, `where223.pipeline.records` and
+(lazily, optional) `where223.graph.lint`, so it runs in any of the matrix environments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import inspect
+import platform
+import re
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from where223.pipeline import records
+
+# onnxruntime's graph type check, e.g. "Type Error: Type parameter (T) of Optype (Where) bound to
+# different types (tensor(float) and tensor(bfloat16) in node (/transformer/h.0/attn/Where)."
+TYPE_BINDING_RE = re.compile(
+    r"Type parameter \((?P<param>[^)]+)\) of Optype \((?P<op_type>[^)]+)\) bound to different types "
+    r"\((?P<first>tensor\((?P<first_elem>[^)]*)\)) and (?P<second>tensor\((?P<second_elem>[^)]*)\))\)?"
+    r" in node \((?P<node>[^)]*)\)"
+)
+MESSAGE_LIMIT = 20_000
+OPSET = 17
+PACKAGES = (
+    "torch",
+    "transformers",
+    "onnx",
+    "onnxscript",
+    "onnxruntime",
+    "onnxruntime-training-cpu",
+    "numpy",
+    "huggingface-hub",
+    "safetensors",
+    "protobuf",
+)
+TINY_CONFIG: dict[str, int] = {
+    "vocab_size": 256,
+    "n_positions": 32,
+    "n_embd": 32,
+    "n_layer": 2,
+    "n_head": 2,
+}
+
+
+class NotApplicable(Exception):
+    """The cell cannot be run with these versions (the message says why)."""
+
+
+def stage(name: str) -> None:
+    """Announce a stage on stderr, so the driver can tell where a crashed cell died."""
+    print(f"WHERE223_STAGE {name}", file=sys.stderr, flush=True)
+
+
+def parse_type_binding(message: str) -> dict[str, Any] | None:
+    """The op, type parameter, node and the two types of an onnxruntime type-binding error, if any."""
+    match = TYPE_BINDING_RE.search(message)
+    if match is None:
+        return None
+    return {
+        "op_type": match["op_type"],
+        "param": match["param"],
+        "node": match["node"],
+        "types": [match["first_elem"], match["second_elem"]],
+        "onnx_types": [match["first"], match["second"]],
+    }
+
+
+def describe_error(exc: BaseException, where: str) -> dict[str, Any]:
+    """Exception type and message verbatim (capped), its cause chain, and the traceback tail."""
+    message = str(exc)
+    if len(message) > MESSAGE_LIMIT:
+        message = message[:MESSAGE_LIMIT] + f"\n... [{len(str(exc)) - MESSAGE_LIMIT} more characters]"
+    causes = []
+    seen = {id(exc)}
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen and len(causes) < 5:
+        seen.add(id(cause))
+        causes.append({"type": type(cause).__name__, "message": str(cause)[:MESSAGE_LIMIT]})
+        cause = cause.__cause__ or cause.__context__
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {
+        "stage": where,
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": message,
+        "causes": causes,
+        "traceback_tail": "\n".join(tb.strip().splitlines()[-25:]),
+    }
+
+
+def warning_lines(caught: Sequence[warnings.WarningMessage], limit: int = 10) -> list[str]:
+    """Distinct `Category: first line` of the warnings an export raised, in order, at most `limit`."""
+    lines: list[str] = []
+    for w in caught:
+        text = f"{w.category.__name__}: {str(w.message).strip().splitlines()[0] if str(w.message).strip() else ''}"
+        if text not in lines:
+            lines.append(text)
+    return lines[:limit]
+
+
+def classify(error: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """`where_type_error` with its parsed binding when the error (or a cause) is the Where mismatch."""
+    for text in [error["message"], *(c["message"] for c in error.get("causes", []))]:
+        binding = parse_type_binding(text)
+        if binding is not None:
+            binding["message"] = text
+            if binding["op_type"] == "Where":
+                return "where_type_error", binding
+            error["type_binding"] = binding
+    return "other_error", None
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages that matter to a cell (None where absent)."""
+    found: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def graph_facts(path: Path) -> dict[str, Any]:
+    """Opset, IR version, producer, node and Where counts (graph and local functions) of an exported file."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - an unreadable file is recorded as such
+        return {"error": f"{type(exc).__name__}: {exc}", "bytes": path.stat().st_size}
+    opsets = {imp.domain or "ai.onnx": imp.version for imp in model.opset_import}
+    ops = [n.op_type for n in model.graph.node]
+    function_ops = [n.op_type for f in model.functions for n in f.node]
+    return {
+        "ir_version": model.ir_version,
+        "opset": opsets.get("ai.onnx"),
+        "opset_imports": opsets,
+        "producer": f"{model.producer_name} {model.producer_version}".strip(),
+        "nodes": len(ops),
+        "where_nodes": ops.count("Where"),
+        "functions": len(model.functions),
+        "function_nodes": len(function_ops),
+        "where_nodes_in_functions": function_ops.count("Where"),
+        "bytes": path.stat().st_size,
+    }
+
+
+def lint_report(path: Path, full: bool) -> dict[str, Any]:
+    """The where223 lint verdict of an exported file (the whole report when `full`), or why there is none."""
+    try:
+        from where223.graph.lint import lint_model
+    except ImportError as exc:
+        return {"available": False, "reason": f"lint unavailable: {exc}"}
+    try:
+        report = lint_model(path).to_dict()
+    except Exception as exc:  # noqa: BLE001 - any lint failure is recorded, never fatal to the cell
+        return {"available": True, "error": f"{type(exc).__name__}: {exc}"}
+    violations = report.get("violations", [])
+    summary = [
+        {
+            "kind": v.get("kind"),
+            "op_type": v.get("op_type"),
+            "node": v.get("node"),
+            "type_param": v.get("type_param"),
+            "types": sorted({b.get("type") for b in v.get("bindings", [])}),
+        }
+        for v in violations
+    ]
+    result: dict[str, Any] = {"available": True, "violations": len(violations), "summary": summary}
+    if full:
+        result["report"] = report
+    return result
+
+
+def _import_stack() -> tuple[Any, Any]:
+    """torch and transformers, with GPT-2's modeling module loaded (transformers imports lazily)."""
+    import torch
+    import transformers
+    from transformers.models.gpt2 import modeling_gpt2  # noqa: F401 - forces the lazy import now
+
+    return torch, transformers
+
+
+def _tiny_model(torch: Any, transformers: Any) -> Any:
+    """A deterministic tiny GPT-2 (random weights) that returns logits only, in training mode."""
+
+    class LogitsOnly(torch.nn.Module):
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any) -> Any:
+            return self.model(input_ids=input_ids, use_cache=False, return_dict=False)[0]
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(**TINY_CONFIG, use_cache=False)
+    model = LogitsOnly(transformers.GPT2LMHeadModel(config))
+    model.train()
+    return model
+
+
+def _torchscript_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "training": torch.onnx.TrainingMode.TRAINING,
+        "opset_version": OPSET,
+        "do_constant_folding": False,
+        "input_names": ["input_ids"],
+        "output_names": ["logits"],
+    }
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.onnx.export(model, (ids,), str(path), **kwargs)
+    api = "torch.onnx.export(dynamo=False)" if "dynamo" in kwargs else "torch.onnx.export"
+    return {"api": api, "training": "TrainingMode.TRAINING", "opset_requested": OPSET}
+
+
+def _dynamo_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.onnx.export(model, (ids,), str(path), dynamo=True, input_names=["input_ids"], output_names=["logits"])
+        api = "torch.onnx.export(dynamo=True)"
+    elif hasattr(torch.onnx, "dynamo_export"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            program = torch.onnx.dynamo_export(model, ids)
+        program.save(str(path))
+        api = "torch.onnx.dynamo_export"
+    else:
+        raise NotApplicable(
+            f"torch {torch.__version__} has no dynamo-based ONNX exporter "
+            "(torch.onnx.dynamo_export arrived in torch 2.1)"
+        )
+    return {"api": api, "training": "model.train() (the dynamo exporters take no training flag)"}
+
+
+EXPORTS: dict[str, Callable[[Any, Any, Any, Path], dict[str, Any]]] = {
+    "torchscript": _torchscript_export,
+    "dynamo": _dynamo_export,
+}
+
+
+def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_path: Path) -> dict[str, Any]:
+    """Run one cell and return its record (never raises for a failure of the stack under test)."""
+    record: dict[str, Any] = {
+        "cell": f"{torch_requested}-{transformers_requested}-{exporter}",
+        "torch_requested": torch_requested,
+        "transformers_requested": transformers_requested,
+        "exporter": exporter,
+        "python": platform.python_version(),
+        "versions": versions(),
+        "model": {"config": TINY_CONFIG, "input_shape": [2, 16], "autocast": "cpu/bfloat16"},
+        "recorded_by": "cell",
+        "timings_s": {},
+    }
+
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
+        stage(name)
+        start = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            record["timings_s"][name] = round(time.perf_counter() - start, 2)
+
+    try:
+        torch, transformers = timed("import", _import_stack)
+        record["torch_version"] = torch.__version__
+        record["transformers_version"] = transformers.__version__
+        record["transformers_path"] = str(Path(transformers.__file__).parent)
+        model = timed("build", lambda: _tiny_model(torch, transformers))
+    except Exception as exc:  # noqa: BLE001 - an incompatible stack is a result, not a crash
+        record["outcome"] = "not_applicable"
+        record["error"] = describe_error(exc, "import/build")
+        record["reason"] = (
+            f"transformers {transformers_requested} cannot be imported or build GPT-2 with torch "
+            f"{torch_requested}: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+        )
+        return record
+    if record["transformers_version"] != transformers_requested:
+        raise RuntimeError(
+            f"PYTHONPATH gives transformers {record['transformers_version']}, not {transformers_requested}"
+        )
+    ids = torch.randint(0, TINY_CONFIG["vocab_size"], (2, 16), generator=torch.Generator().manual_seed(0))
+    current = "export"
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                record["export"] = timed("export", lambda: EXPORTS[exporter](torch, model, ids, onnx_path))
+            finally:
+                record["export_warnings"] = warning_lines(caught)
+        record["graph"] = graph_facts(onnx_path)
+        current = "load"
+        import onnxruntime as ort
+
+        session = timed("load", lambda: ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]))
+        current = "run"
+        feeds = {session.get_inputs()[0].name: ids.numpy()}
+        outputs = timed("run", lambda: session.run(None, feeds))
+        record["run"] = {"outputs": [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in outputs]}
+        record["outcome"] = "accepted"
+    except NotApplicable as exc:
+        record["outcome"] = "not_applicable"
+        record["reason"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - every failure of export/load/run is the measurement
+        error = describe_error(exc, current)
+        outcome, binding = classify(error)
+        record["outcome"] = outcome
+        record["error"] = error
+        if binding is not None:
+            record["where_error"] = binding
+    if onnx_path.is_file():
+        if "graph" not in record:
+            record["graph"] = graph_facts(onnx_path)
+        full = record["outcome"] == "other_error"
+        record["lint"] = timed("lint", lambda: lint_report(onnx_path, full))
+    return record
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m where223.study.matrix_cell`: run one cell and write its JSON record."""
+    p = argparse.ArgumentParser(prog="python -m where223.study.matrix_cell", description=__doc__)
+    p.add_argument("--torch", required=True, help="the torch version this environment should have")
+    p.add_argument("--transformers", required=True, help="the transformers version on PYTHONPATH")
+    p.add_argument("--exporter", required=True, choices=sorted(EXPORTS))
+    p.add_argument("--onnx", required=True, type=Path, help="where to write the exported model")
+    p.add_argument("--out", required=True, type=Path, help="where to write the JSON record")
+    args = p.parse_args(argv)
+    args.onnx.parent.mkdir(parents=True, exist_ok=True)
+    record = run(args.torch, args.transformers, args.exporter, args.onnx)
+    record["recorded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    records.write_json(args.out, record)
+    print(f"{record['cell']}: {record['outcome']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""Version matrix: error parsing, resume, aggregation, one real cell, and the notebook on committed data."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from where223.pipeline import paths, records
+from where223.study import matrix, matrix_cell, matrix_figure
+
+ORT_WHERE = (
+    "[ONNXRuntimeError] : 1 : FAIL : Load model from /tmp/m.onnx failed:Type Error: Type parameter (T) of "
+    "Optype (Where) bound to different types (tensor(float) and tensor(bfloat16) in node "
+    "(/model/transformer/h.0/attn/Where)."
+)
+ORT_MUL = ORT_WHERE.replace("(Where)", "(Mul)").replace("attn/Where", "attn/Mul")
+ORT_COMPLEX = (
+    "[ONNXRuntimeError] : 10 : INVALID_GRAPH : Load model from /tmp/m.onnx failed:This is an invalid model. "
+    "Type Error: Type 'tensor(complex128)' of input parameter (/model/transformer/h.1/attn/Cast_output_0) of "
+    "operator (Add) in node (/model/transformer/h.1/attn/Add) is invalid."
+)
+ORT_NO_KERNEL = (
+    "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for Gemm(13) node with "
+    "name '/model/transformer/h.0/attn/c_attn/Gemm'"
+)
+COMMITTED = paths.OUTPUTS / "matrix" / "matrix.json"
+
+
+def _error(message: str, stage: str = "load") -> dict[str, Any]:
+    return {"stage": stage, "type": "onnxruntime.Fail", "message": message, "causes": []}
+
+
+def test_parse_where_binding() -> None:
+    binding = matrix_cell.parse_type_binding(ORT_WHERE)
+    assert binding == {
+        "op_type": "Where",
+        "param": "T",
+        "node": "/model/transformer/h.0/attn/Where",
+        "types": ["float", "bfloat16"],
+        "onnx_types": ["tensor(float)", "tensor(bfloat16)"],
+    }
+    assert matrix_cell.parse_type_binding(ORT_NO_KERNEL) is None
+
+
+def test_classify_where_other_op_and_causes() -> None:
+    outcome, binding = matrix_cell.classify(_error(ORT_WHERE))
+    assert outcome == "where_type_error" and binding is not None and binding["message"] == ORT_WHERE
+    error = _error(ORT_MUL)
+    outcome, binding = matrix_cell.classify(error)
+    assert (outcome, binding) == ("other_error", None)
+    assert error["type_binding"]["op_type"] == "Mul"
+    wrapped = _error("export failed")
+    wrapped["causes"] = [{"type": "Fail", "message": ORT_WHERE}]
+    assert matrix_cell.classify(wrapped)[0] == "where_type_error"
+
+
+def test_describe_error_keeps_type_message_and_cause() -> None:
+    try:
+        try:
+            raise ValueError("inner")
+        except ValueError as inner:
+            raise RuntimeError("outer") from inner
+    except RuntimeError as exc:
+        error = matrix_cell.describe_error(exc, "export")
+    assert error["stage"] == "export"
+    assert error["type"] == "builtins.RuntimeError" and error["message"] == "outer"
+    assert error["causes"] == [{"type": "ValueError", "message": "inner"}]
+
+
+def test_warning_lines_are_distinct_and_capped() -> None:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(3):
+            warnings.warn("same\nsecond line", UserWarning, stacklevel=1)
+            warnings.warn(f"other {i}", DeprecationWarning, stacklevel=1)
+    assert matrix_cell.warning_lines(caught, limit=3) == [
+        "UserWarning: same",
+        "DeprecationWarning: other 0",
+        "DeprecationWarning: other 1",
+    ]
+
+
+def _cell(torch: str, tf: str, exporter: str, outcome: str, **extra: Any) -> dict[str, Any]:
+    return {
+        **matrix.placeholder(torch, tf, exporter, outcome, extra.pop("reason", "")),
+        "recorded_by": "cell",
+        **extra,
+    }
+
+
+def _write(out_dir: Path, cell: dict[str, Any]) -> None:
+    records.write_json(matrix.cell_path(cell["cell"], out_dir), cell)
+
+
+def test_is_done_treats_not_run_as_pending(tmp_path: Path) -> None:
+    done = _cell("2.1.2", "4.25.1", "torchscript", "other_error", error=_error(ORT_NO_KERNEL))
+    pending = _cell("2.1.2", "4.26.0", "torchscript", "not_run", reason="deadline")
+    _write(tmp_path, done)
+    _write(tmp_path, pending)
+    assert matrix.is_done(matrix.cell_path(done["cell"], tmp_path))
+    assert not matrix.is_done(matrix.cell_path(pending["cell"], tmp_path))
+    assert not matrix.is_done(matrix.cell_path("missing", tmp_path))
+
+
+def test_build_resumes_and_force_reruns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def fake_run_cell(python: Path, side: Path, t: str, tf: str, e: str, out: Path, timeout_s: float) -> dict[str, Any]:
+        record = _cell(t, tf, e, "accepted")
+        ran.append(record["cell"])
+        records.write_json(out, record)
+        return record
+
+    monkeypatch.setattr(matrix, "ensure_env", lambda v: matrix.EnvResult(tmp_path / "python"))
+    monkeypatch.setattr(matrix, "ensure_transformers", lambda v: matrix.EnvResult(tmp_path / "side"))
+    monkeypatch.setattr(matrix, "run_cell", fake_run_cell)
+    _write(tmp_path, _cell("2.1.2", "4.25.1", "torchscript", "where_type_error"))
+    _write(tmp_path, _cell("2.1.2", "4.26.0", "torchscript", "not_run", reason="deadline"))
+    result = matrix.build(["2.1.2"], ["4.25.1", "4.26.0"], ["torchscript", "dynamo"], out_dir=tmp_path)
+    assert sorted(ran) == ["2.1.2-4.25.1-dynamo", "2.1.2-4.26.0-dynamo", "2.1.2-4.26.0-torchscript"]
+    assert result["counts"] == {"accepted": 3, "where_type_error": 1}
+    ran.clear()
+    matrix.build(["2.1.2"], ["4.25.1"], ["torchscript"], out_dir=tmp_path)
+    assert ran == []
+    matrix.build(["2.1.2"], ["4.25.1"], ["torchscript"], out_dir=tmp_path, force=True)
+    assert ran == ["2.1.2-4.25.1-torchscript"]
+
+
+def test_build_records_failed_env_transient_failure_and_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime as dt
+
+    monkeypatch.setattr(matrix, "ensure_env", lambda v: matrix.EnvResult(None, "No matching distribution"))
+    result = matrix.build(["1.13.1"], ["4.25.1"], ["torchscript"], out_dir=tmp_path)
+    assert result["cells"][0]["outcome"] == "not_applicable"
+    assert result["cells"][0]["reason"] == "No matching distribution"
+    monkeypatch.setattr(matrix, "ensure_env", lambda v: matrix.EnvResult(None, "Read timed out", permanent=False))
+    result = matrix.build(["2.0.1"], ["4.25.1"], ["torchscript"], out_dir=tmp_path)
+    assert {c["cell"]: c["outcome"] for c in result["cells"]}["2.0.1-4.25.1-torchscript"] == "not_run"
+    past = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    result = matrix.build(["2.2.2"], ["4.25.1"], ["dynamo"], out_dir=tmp_path, deadline=past)
+    assert {c["cell"]: c["outcome"] for c in result["cells"]}["2.2.2-4.25.1-dynamo"] == "not_run"
+
+
+def test_aggregate_axes_counts_and_envs(tmp_path: Path) -> None:
+    versions = {"torch": "2.1.2", "onnx": "1.16.2", "transformers": "4.25.1"}
+    _write(tmp_path, _cell("2.1.2", "4.25.1", "torchscript", "other_error", versions=versions))
+    _write(tmp_path, _cell("1.13.1", "4.26.0", "dynamo", "not_applicable", reason="no dynamo exporter"))
+    result = matrix.aggregate(tmp_path)
+    assert result["axes"] == {
+        "torch": ["1.13.1", "2.1.2"],
+        "transformers": ["4.25.1", "4.26.0"],
+        "exporter": ["torchscript", "dynamo"],
+    }
+    assert result["counts"] == {"other_error": 1, "not_applicable": 1}
+    assert result["cell_environments"] == {"2.1.2": {"torch": "2.1.2", "onnx": "1.16.2"}}
+    assert json.loads((tmp_path / "matrix.json").read_text())["counts"] == result["counts"]
+
+
+def test_labels_and_conclusions() -> None:
+    where = matrix_cell.classify(_error(ORT_WHERE))[1]
+    cells = [
+        _cell("2.1.2", "4.25.1", "torchscript", "where_type_error", where_error=where),
+        _cell("2.2.2", "4.25.1", "torchscript", "other_error", error=_error(ORT_NO_KERNEL)),
+        _cell("2.1.2", "4.26.0", "torchscript", "accepted"),
+    ]
+    assert matrix_figure.cell_label(cells[0]) == "Where\nfp32 vs bf16"
+    assert matrix_figure.cell_label(cells[1]) == "load: no kernel\nGemm(13)"
+    complex_cell = _cell("2.2.2", "4.26.0", "torchscript", "other_error", error=_error(ORT_COMPLEX))
+    assert matrix_figure.cell_label(complex_cell) == "load: Add\ncomplex128 input invalid"
+    data = {
+        "axes": {
+            "torch": ["2.1.2", "2.2.2"],
+            "transformers": ["4.25.1", "4.26.0"],
+            "exporter": ["torchscript"],
+        },
+        "counts": {"where_type_error": 1, "other_error": 1, "accepted": 1},
+        "cells": cells,
+    }
+    text = "\n".join(matrix_figure.conclusions(data))
+    assert "fail with the Where type error: torch 2.1.2 with transformers 4.25.1" in text
+    assert "accepted (exported, loaded and run): torch 2.1.2 with transformers 4.26.0" in text
+    assert "torch 2.2.2, transformers 4.25.1 (Where error on other torch): load: no kernel Gemm(13)" in text
+
+
+@pytest.mark.slow
+def test_one_real_cell_reproduces_where_error(tmp_path: Path) -> None:
+    """torch 2.1.2 + transformers 4.25.1 of the main venv, TorchScript exporter: the Where mismatch."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("onnxruntime")
+    if not (torch.__version__.startswith("2.1.2") and transformers.__version__ == "4.25.1"):
+        pytest.skip("needs the project's pinned stack: torch 2.1.2, transformers 4.25.1")
+    out = tmp_path / "cell.json"
+    site = Path(transformers.__file__).parent.parent
+    record = matrix.run_cell(Path(sys.executable), site, "2.1.2", "4.25.1", "torchscript", out, 300, work_root=tmp_path)
+    assert record["outcome"] == "where_type_error", record.get("error")
+    assert record == records.read_json(out)
+    where = record["where_error"]
+    assert where["op_type"] == "Where" and where["param"] == "T"
+    assert where["node"] == "/model/transformer/h.0/attn/Where"
+    assert where["types"] == ["float", "bfloat16"]
+    assert record["error"]["stage"] == "load"
+    assert record["graph"]["opset"] == 17 and record["graph"]["where_nodes"] == 2
+
+
+@pytest.mark.slow
+def test_notebook_runs_on_committed_data(tmp_path: Path) -> None:
+    from tests.conftest import run_notebook
+
+    run_notebook("05_matrix", tmp_path, matrix_json=str(COMMITTED))
+    assert (tmp_path / "matrix" / "heatmap.png").stat().st_size > 10_000
+    assert (tmp_path / "matrix" / "heatmap.svg").is_file()
+
+
+def test_source_notebook_is_clean() -> None:
+    nb = json.loads((paths.NOTEBOOKS / "05_matrix.ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code)
+    assert "parameters" in code[1]["metadata"].get("tags", [])
