@@ -182,3 +182,35 @@ def test_command_line_without_torch(violations_model, save, unreadable_files):
     )
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_nodes_inside_model_local_functions_are_checked():
+    from onnx import TensorProto, helper
+
+    body = helper.make_function(
+        "local",
+        "MixedWhere",
+        ["c", "a", "b"],
+        ["w"],
+        [helper.make_node("Where", ["c", "a", "b"], ["w"], name="Where_in_function")],
+        [helper.make_opsetid("", 17)],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("MixedWhere", ["cond", "x", "y"], ["out"], name="call", domain="local")],
+        "g",
+        [
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, [2]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2]),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(
+        graph, functions=[body], opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    )
+    report = lint_model(model)
+    assert report.inlined_functions == 1 and report.unchecked == {}
+    assert [(v.kind, v.op_type, v.type_param) for v in report.violations] == [
+        ("type_binding_conflict", "Where", "T")
+    ]
+    assert "1 model-local function(s) inlined first" in report.format()

@@ -87,6 +87,7 @@ class LintReport:
     unchecked: dict[str, int]  # "domain:op_type" -> nodes with no onnx schema (custom ops, local functions)
     untyped_values: int  # values at checked nodes whose type no source could determine
     violations: list[Violation] = field(default_factory=list)
+    inlined_functions: int = 0  # model-local functions inlined before checking (their nodes get new names)
 
     @property
     def clean(self) -> bool:
@@ -112,6 +113,9 @@ class LintReport:
             f"{self.unchecked_count} unchecked, {self.untyped_values} untyped values"
         )
         lines = [head]
+        if self.inlined_functions:
+            inlined = f"  {self.inlined_functions} model-local function(s) inlined first"
+            lines.append(f"{inlined}: node names are the inliner's")
         if self.unchecked:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.unchecked.items()))
             lines.append(f"  unchecked (no onnx schema): {ops}")
@@ -209,9 +213,20 @@ def lint_types(types: ModelTypes, model_path: str | None = None) -> LintReport:
 
 
 def lint_model(model_or_path: ModelLike) -> LintReport:
-    """Lint a model (or the .onnx file at a path; weights are not loaded)."""
+    """Lint a model (or the .onnx file at a path; weights are not loaded).
+
+    Model-local functions (the dynamo exporter puts whole modules in them) are inlined first with onnx's
+    own inliner, so that the nodes inside them are checked at their call sites' types.
+    """
     model, path = load_model(model_or_path)
-    return lint_types(model_types(model), str(path) if path else None)
+    functions = len(model.functions)
+    if functions:
+        import onnx.inliner
+
+        model = onnx.inliner.inline_local_functions(model)
+    report = lint_types(model_types(model), str(path) if path else None)
+    report.inlined_functions = functions
+    return report
 
 
 def cli_main(args: argparse.Namespace) -> int:
