@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "blame": ("where223.graph.blame", "cli_main"),
     "draw": ("where223.graph.draw", "cli_main"),
     "repair": ("where223.graph.repair", "cli_main"),
+    "bench-variants": ("where223.study.bench", "cli_main"),
 }
 
 
@@ -112,6 +113,30 @@ def _add_repair(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def _add_bench_variants(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench-variants",
+        help="measure every way of writing GPT-2's scale and mask lines: tracing, numbers, syncs, step time",
+        description=(
+            "For each attention variant: eager logits vs transformers 4.25.1, the export's lint and ONNX "
+            "Runtime verdicts, dtype divergences, Casts, and interleaved training-step times (syncs and "
+            "host-to-device copies on CUDA). Prints the table; writes outputs/variants/variants-DEVICE.json."
+        ),
+    )
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+    p.add_argument("--amp-dtype", default="auto", help="auto (fp16 on CUDA, bf16 on CPU) | bf16 | fp16")
+    p.add_argument("--preset", default="gpt2", help="model of the training steps: gpt2 (124M) | tiny")
+    p.add_argument("--batch-size", type=int, default=1, help="rows per training step (default 1)")
+    p.add_argument("--seq-len", type=int, default=16, help="tokens per row (default 16)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per variant (default 20)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed round-robin rounds first (default 2)")
+    p.add_argument("--profile-steps", type=int, default=3, help="profiled steps per variant, CUDA only")
+    p.add_argument("--seed", type=int, default=0, help="model initialisation and synthetic data (default 0)")
+    p.add_argument("--variants", help="comma-separated variant names (default: every measured variant)")
+    p.add_argument("--no-export", action="store_true", help="skip the ONNX export checks")
+    p.add_argument("--out", help="output root (default outputs/); the JSON goes to <out>/variants/")
+
+
 BUILDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "run": _add_run,
     "report": _add_report,
@@ -119,6 +144,7 @@ BUILDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "blame": _add_blame,
     "draw": _add_draw,
     "repair": _add_repair,
+    "bench-variants": _add_bench_variants,
 }
 
 

@@ -24,7 +24,7 @@ from where223.gpt2.export import autocast
 from where223.graph.blame import parse_stack
 from where223.graph.loading import load_model
 from where223.graph.types import model_types, short_type
-from where223.pipeline.paths import portable
+from where223.pipeline.paths import ROOT, portable
 
 _TORCH_DIR = str(Path(torch.__file__).parent)
 _THIS_FILE = __file__
@@ -209,7 +209,7 @@ def join(eager: list[LineResult], graph: list[LineResult]) -> DivergenceReport:
 def _code(file: str, line: int) -> str | None:
     import linecache
 
-    for candidate in (file, *(str(Path(p) / file) for p in sys.path if p)):
+    for candidate in (file, str(ROOT / file), *(str(Path(p) / file) for p in sys.path if p)):
         text = linecache.getline(candidate, line).strip()
         if text:
             return text

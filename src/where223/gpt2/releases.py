@@ -59,13 +59,8 @@ def ensure_release(version: str) -> Path:
     RELEASES_DIR.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=RELEASES_DIR, prefix=f".{version}."))
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(staging),
-             f"transformers=={version}"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(staging)]
+        result = subprocess.run([*pip, f"transformers=={version}"], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"pip install transformers=={version} failed:\n{result.stderr[-2000:]}")
         if not (target / "transformers" / "__init__.py").is_file():

@@ -5,6 +5,8 @@ The lines are the division of the scores by sqrt(head size) (`scale`) and the ma
 tracing under autocast), 4.26 kept 4.25 and cast the scores to their own dtype inside the `torch.where`.
 `patched_attention(name)` replaces `GPT2Attention._attn` and `_upcast_and_reordered_attn` of transformers
 4.25.1 with this module's implementation for one variant, and restores the originals on exit.
+Besides the historic three, `STUDY` registers the combinations the variant study measures
+(`where223.study.bench`); `where223.gpt2.releases` checks the historic ones against the real releases.
 """
 
 from __future__ import annotations
@@ -51,6 +53,17 @@ def scale_by_float_cast(weights: torch.Tensor, divisor: float) -> torch.Tensor:
     return (weights / divisor).to(weights.dtype)
 
 
+def scale_by_full_constant(weights: torch.Tensor, divisor: float) -> torch.Tensor:
+    """torch.full on the scores' device, of the divisor as a Python number.
+
+    Eagerly the divisor already is a Python float, so this is `scale_by_full`. Traced, the head size is a
+    traced value, and `float()` records it as a constant (the tracer warns; a module's head size never
+    varies), so the graph holds a Constant of the autocast dtype instead of a ConstantOfShape, and the
+    division stays in the autocast dtype, as eagerly.
+    """
+    return weights / torch.full([], float(divisor), dtype=weights.dtype, device=weights.device)
+
+
 # --- the mask line: future positions get the dtype's most negative value ----------------------------------
 def mask_by_tensor_to(weights: torch.Tensor, causal: torch.Tensor, fill: float) -> torch.Tensor:
     """4.24: torch.tensor on the host, copied to the scores' device."""
@@ -92,6 +105,7 @@ SCALES: dict[str, Scale] = {
     "float": scale_by_float,
     "full_cast": scale_by_full_cast,
     "float_cast": scale_by_float_cast,
+    "full_const": scale_by_full_constant,
 }
 MASKS: dict[str, Mask] = {
     "tensor_to": mask_by_tensor_to,
@@ -127,10 +141,11 @@ _STUDY_COMBINATIONS = (
     ("full_cast", "full_device_cast", "torch.full scale cast back; torch.full on the device, cast in where"),
     ("float", "where_scalar", "a Python float; torch.where with a Python scalar"),
     ("float_cast", "masked_fill", "a Python float, quotient cast back to the scores' dtype; masked_fill"),
+    ("full_const", "masked_fill", "torch.full on the device of a constant head size; masked_fill"),
+    ("full_const", "full_device_cast", "torch.full on the device of a constant head size; device full, cast"),
 )
 STUDY: dict[str, Variant] = {
-    f"{scale}+{mask}": Variant(f"{scale}+{mask}", scale, mask, text)
-    for scale, mask, text in _STUDY_COMBINATIONS
+    f"{scale}+{mask}": Variant(f"{scale}+{mask}", scale, mask, text) for scale, mask, text in _STUDY_COMBINATIONS
 }
 VARIANTS.update(STUDY)
 
@@ -138,9 +153,7 @@ VARIANTS.update(STUDY)
 def register(variant: Variant) -> Variant:
     """Add a variant to the registry (its scale and mask must be known)."""
     if variant.scale not in SCALES or variant.mask not in MASKS:
-        raise ValueError(
-            f"variant {variant.name!r}: scale must be in {sorted(SCALES)}, mask in {sorted(MASKS)}"
-        )
+        raise ValueError(f"variant {variant.name!r}: scale must be in {sorted(SCALES)}, mask in {sorted(MASKS)}")
     VARIANTS[variant.name] = variant
     return variant
 
@@ -189,9 +202,7 @@ def make_upcast_and_reordered_attn(variant: Variant) -> Callable:
     def _upcast_and_reordered_attn(self, query, key, value, attention_mask=None, head_mask=None):
         bsz, num_heads, q_seq_len, dk = query.size()
         _, _, k_seq_len, _ = key.size()
-        attn_weights = torch.empty(
-            bsz * num_heads, q_seq_len, k_seq_len, dtype=torch.float32, device=query.device
-        )
+        attn_weights = torch.empty(bsz * num_heads, q_seq_len, k_seq_len, dtype=torch.float32, device=query.device)
         scale_factor = 1.0
         if self.scale_attn_weights:
             scale_factor /= float(value.size(-1)) ** 0.5

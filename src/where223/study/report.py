@@ -179,6 +179,39 @@ def fix(report: Report) -> None:
     report.figure(f"{FIX}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)
 
 
+def variants(report: Report) -> None:
+    """Section 4: one line that is trace-correct under autocast and free of host copies?"""
+    from where223.study.bench import COLUMNS, table_rows
+
+    record = report.json("variants/variants-cpu.json")
+    environment = record["environment"]
+    best = record["recommendation"]
+    report.add(
+        "## 4. Tracing correctness against host-device synchronisation: every way to write the two lines",
+        "",
+        f"Measured in one run on {environment['device_name']} ({environment['device']}, torch "
+        f"{environment['packages']['torch']}), {record['settings']['amp_dtype']} autocast; step times are "
+        f"medians of {record['settings']['steps']} interleaved steps of the `{record['settings']['preset']}` "
+        "preset, as ratios to the 4.25 variant. CUDA synchronisation and copy counts need a GPU: "
+        "`host tensors` counts the tensors each forward makes on the host, each a host-to-device copy there.",
+        "",
+        "| " + " | ".join(title for _, title in COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+        *["| " + " | ".join(_value(row[key]) for key, _ in COLUMNS) + " |" for row in table_rows(record)],
+        "",
+        f"**Recommended: `{best['variant']}`.**",
+        "",
+        *[f"- {reason}" for reason in best["reasons"]],
+        "",
+        "Not measured, and why: " + "; ".join(f"`{name}`: {why}" for name, why in record["skipped"].items()) + ".",
+        "",
+        "Record: [`variants/variants-cpu.json`](variants/variants-cpu.json).",
+        "",
+    )
+    report.figure("variants/variants-cpu", "Tracing validity against host-made tensors per forward, step-time "
+                  "ratio to 4.25 shown per variant", "04_variants")
+
+
 def matrix(report: Report) -> None:
     """Section 5: which stacks have the bug."""
     from where223.study import matrix_figure
@@ -208,7 +241,7 @@ def _value(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-SECTIONS: list[Callable[[Report], None]] = [failure, cause, fix, matrix]
+SECTIONS: list[Callable[[Report], None]] = [failure, cause, fix, variants, matrix]
 
 
 def build(outputs: Path = OUTPUTS) -> str:

@@ -1,0 +1,649 @@
+"""The variant study: is one way of writing GPT-2's scale and mask lines trace-correct AND sync-free?
+
+Every measured variant (`MEASURED`, registered in `where223.gpt2.variants`) gets, in one run:
+- eager logits under autocast compared bitwise with the unpatched transformers 4.25.1 code, on the preset
+  and on a probe model whose head size has a square root the autocast dtype cannot represent;
+- the export of the tiny model under autocast: lint verdict, ONNX Runtime's verdict (a type error, or the
+  type check passed and then a kernel is missing, or accepted), the dtype-divergence report, and the Casts
+  of the attention block;
+- eager training steps of the preset, variants interleaved round-robin on one model so that drift hits them
+  alike: median step time as a ratio to 4.25; on CUDA, `cudaStreamSynchronize` calls, `cudaMemcpy*` runtime
+  calls and host-to-device copies per step from torch.profiler; on CPU those are "not measured", and
+  the host-made tensors per step (each becomes a host-to-device copy on a GPU) are counted instead.
+
+The eager parts need only torch and transformers 4.25.1 (plus this package's pure-Python modules), so
+`benchmarks/bench_variants_gpu.py` runs them on a GPU machine alone; onnx, onnxruntime and the linter are
+imported only by the export checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from where223.gpt2 import models, variants
+from where223.gpt2.export import autocast
+from where223.pipeline import environment, paths, records
+from where223.pipeline.params import check_choice, check_range, resolve_amp_dtype, resolve_device
+
+BASELINE = "4.25"
+MEASURED: tuple[str, ...] = (
+    "4.25",
+    "4.24",
+    "4.26",
+    "float+masked_fill",
+    "float+full_device_cast",
+    "full_cast+full_device_cast",
+    "float+where_scalar",
+    "float_cast+masked_fill",
+    "full_const+masked_fill",
+    "full_const+full_device_cast",
+)
+# Why the other scale x mask combinations of variants.SCALES x variants.MASKS are not measured.
+SKIPPED: dict[str, str] = {
+    "scale 'tensor' with a new mask": (
+        "torch.tensor(..., device=cuda) copies its value from the host on every layer, which PR 20061 "
+        "removed; kept only in the historic 4.24"
+    ),
+    "masks 'tensor_to', 'full_to', 'full_to_cast' with a new scale": (
+        "a host tensor moved with .to(device) is a host-to-device copy on every layer; kept only in the "
+        "historic 4.24, 4.25 and 4.26"
+    ),
+    "scale 'full' with a new mask": (
+        "torch.full of a traced size exports as ConstantOfShape(bfloat16/float16) and a float Div whatever "
+        "the mask; 'full_cast+full_device_cast' measures that scale family with a copy-free, cast mask"
+    ),
+    "scale 'full_const' with the host-copying masks or 'where_scalar'": (
+        "the scale is then right and the mask line brings back the copies or the double-typed fill value "
+        "the other measured variants already show"
+    ),
+    "scale 'full_cast' or 'float_cast' with other masks": (
+        "the cast back already types the scores; the mask then only adds or removes a tensor, which the "
+        "measured masks already show"
+    ),
+    "mask 'full_device_cast' with scale 'float_cast', 'where_scalar' with other scales": (
+        "the same lines as a measured variant plus one redundant cast, or the same double-typed fill value"
+    ),
+}
+NOT_MEASURED = "not measured"
+ORT_STATUSES: dict[str, str] = {
+    "accepted": "ONNX Runtime created a session",
+    "bf16_kernel_missing": "type check passed, bf16 kernel missing on CPU",
+    "type_error": "ONNX Runtime refused the graph's types",
+    "other_error": "another ONNX Runtime error",
+}
+# Head size 20, whose square root bfloat16 and float16 cannot hold; weights large enough that the scores,
+# and so a change in their last bit, survive the softmax (GPT-2's 0.02 leaves them near zero).
+PROBE_CONFIG: dict[str, float] = {"n_layer": 1, "n_head": 2, "n_embd": 40, "initializer_range": 0.5}
+_HOST_FACTORIES = frozenset({"full", "zeros", "ones", "empty", "arange", "scalar_tensor"})
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Resolved parameters of one study run."""
+
+    device: str
+    amp_dtype: str
+    preset: str
+    batch_size: int
+    seq_len: int
+    steps: int
+    warmup: int
+    profile_steps: int
+    seed: int
+    export: bool
+    variants: tuple[str, ...] = MEASURED
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        device: str = "auto",
+        amp_dtype: str = "auto",
+        preset: str = "gpt2",
+        batch_size: int = 1,
+        seq_len: int = 16,
+        steps: int = 20,
+        warmup: int = 2,
+        profile_steps: int = 3,
+        seed: int = 0,
+        export: bool = True,
+        names: Sequence[str] = MEASURED,
+    ) -> StudySettings:
+        """Check every parameter, resolve 'auto'; the baseline is always measured (ratios need it)."""
+        resolved = resolve_device(device)
+        check_choice("preset", preset, sorted(models.PRESETS))
+        for name in names:
+            variants.get_variant(name)
+        chosen = (BASELINE, *(name for name in dict.fromkeys(names) if name != BASELINE))
+        return cls(
+            device=resolved,
+            amp_dtype=resolve_amp_dtype(amp_dtype, resolved),
+            preset=preset,
+            batch_size=check_range("batch_size", batch_size, 1, 4096),
+            seq_len=check_range("seq_len", seq_len, 2, models.make_config(preset).n_positions),
+            steps=check_range("steps", steps, 1, 100_000),
+            warmup=check_range("warmup", warmup, 0, 1000),
+            profile_steps=check_range("profile_steps", profile_steps, 1, 1000),
+            seed=check_range("seed", seed, 0, 2**31 - 1),
+            export=export,
+            variants=chosen,
+        )
+
+
+def output_path(device: str, output_root: str | Path | None = None) -> Path:
+    """`outputs/variants/variants-<device>.json` (under `output_root` when given)."""
+    return paths.run_dir("variants", output_root or None) / f"variants-{device}.json"
+
+
+def _batch(preset_vocab: int, batch_size: int, seq_len: int, seed: int, device: str) -> dict[str, torch.Tensor]:
+    dataset = models.load_dataset("synthetic", batch_size, seq_len, preset_vocab, seed)
+    return {key: value.to(device) for key, value in models.example_batch(dataset, batch_size).items()}
+
+
+def _inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value for key, value in batch.items() if key != "labels"}
+
+
+class HostTensorCounter(TorchFunctionMode):
+    """Count tensors made from host data or on the host: torch.tensor, and factories without a device.
+
+    On a GPU each such tensor that meets the scores is a host-to-device copy.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "tensor" or (name in _HOST_FACTORIES and kwargs.get("device") is None):
+            self.count += 1
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def _variant(name: str | None) -> Iterator[None]:
+    """The variant patched in, or transformers' own code for None."""
+    if name is None:
+        yield
+        return
+    with variants.patched_attention(name):
+        yield
+
+
+def _logits(model: torch.nn.Module, batch: dict[str, torch.Tensor], settings: StudySettings) -> torch.Tensor:
+    with torch.no_grad(), autocast(settings.device, settings.amp_dtype):
+        return model(**_inputs(batch)).logits
+
+
+def _probe_outputs(probe: torch.nn.Module, batch: dict[str, torch.Tensor], settings: StudySettings):
+    """The probe's logits and attention probabilities (these show a change the logits may hide)."""
+    with torch.no_grad(), autocast(settings.device, settings.amp_dtype):
+        out = probe(**_inputs(batch), output_attentions=True)
+    return (out.logits, *out.attentions)
+
+
+def eager_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
+    """Per variant: logits bitwise equal to unpatched 4.25.1 (preset and probe), host-made tensors/forward."""
+    from transformers import GPT2ForSequenceClassification
+
+    model = models.build_model(settings.preset, settings.seed, dropout=False).to(settings.device).eval()
+    batch = _batch(model.config.vocab_size, settings.batch_size, settings.seq_len, settings.seed, settings.device)
+    torch.manual_seed(settings.seed)
+    probe_config = models.make_config("tiny", dropout=False)
+    probe_config.update(PROBE_CONFIG)
+    probe = GPT2ForSequenceClassification(probe_config).to(settings.device).eval()
+    probe_batch = _batch(probe_config.vocab_size, 2, 8, settings.seed, settings.device)
+    reference, probe_reference = _logits(model, batch, settings), _probe_outputs(probe, probe_batch, settings)
+    results: dict[str, dict[str, Any]] = {}
+    for name in settings.variants:
+        counter = HostTensorCounter()
+        with _variant(name):
+            with counter:
+                logits = _logits(model, batch, settings)
+            probe_outputs = _probe_outputs(probe, probe_batch, settings)
+        results[name] = {
+            "eager_equal": bool(torch.equal(logits, reference)),
+            "eager_max_abs_diff": float((logits.float() - reference.float()).abs().max()),
+            "eager_equal_probe": all(map(torch.equal, probe_outputs, probe_reference)),
+            "host_tensors_per_forward": counter.count,
+        }
+    return results
+
+
+def classify_ort(onnx_path: str | Path, amp_dtype: str) -> dict[str, Any]:
+    """Load the graph in ONNX Runtime (CPU) and classify the outcome into one of ORT_STATUSES."""
+    from where223.gpt2.export import load_in_onnxruntime
+    from where223.gpt2.reproduce import parse_type_binding
+
+    try:
+        load_in_onnxruntime(onnx_path)
+    except Exception as error:  # ONNX Runtime raises its own exception types
+        message = str(error)
+        binding = parse_type_binding(message)
+        if binding is not None:
+            status = "type_error"
+        elif "NOT_IMPLEMENTED" in message and "Could not find an implementation" in message and amp_dtype == "bf16":
+            status = "bf16_kernel_missing"
+        else:
+            status = "other_error"
+        return {"status": status, "message": message[:500], "type_binding": binding and asdict(binding)}
+    return {"status": "accepted", "message": "", "type_binding": None}
+
+
+def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str, Any]:
+    """Export the tiny model with variant `name`; judge the graph: lint, ONNX Runtime, divergence, Casts."""
+    from where223.gpt2.divergence import divergence_report
+    from where223.gpt2.export import export_onnx
+    from where223.gpt2.releases import cast_count
+    from where223.graph.lint import lint_model
+
+    model = models.build_model("tiny", settings.seed, dropout=False)
+    batch = _batch(model.config.vocab_size, 2, 8, settings.seed, "cpu")
+    out = out_dir / f"{paths.slug(name)}.onnx"
+    with variants.patched_attention(name):
+        model.train()
+        export_onnx(model, batch, out, 17, settings.device, settings.amp_dtype)
+        divergence = divergence_report(model, batch, out, settings.device, settings.amp_dtype)
+    lint = lint_model(out)
+    first = divergence.first
+    return {
+        "onnx": paths.portable(str(out)),
+        "lint_clean": lint.clean,
+        "lint_violations": [
+            {"op_type": v.op_type, "kind": v.kind, "node": v.node, "message": v.message()} for v in lint.violations
+        ],
+        "where_type_conflict": any(v.op_type == "Where" for v in lint.violations),
+        "ort": classify_ort(out, settings.amp_dtype),
+        "divergences": len(divergence.divergences),
+        "attention_divergences": sum("/attn/" in d.graph_node for d in divergence.divergences),
+        "first_divergence": None
+        if first is None
+        else {
+            "node": first.graph_node,
+            "graph_dtype": first.graph_dtype,
+            "eager_dtype": first.eager_dtype,
+            "code": first.code,
+        },
+        "attention_casts": cast_count(out),
+    }
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _train_step(model, optimizer, batch: dict[str, torch.Tensor], settings: StudySettings) -> None:
+    """One eager AdamW step under autocast (no GradScaler: its inf check would add a sync of its own)."""
+    with autocast(settings.device, settings.amp_dtype):
+        loss = model(**batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _training_setup(settings: StudySettings):
+    model = models.build_model(settings.preset, settings.seed).to(settings.device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    batch = _batch(model.config.vocab_size, settings.batch_size, settings.seq_len, settings.seed, settings.device)
+    return model, optimizer, batch
+
+
+def step_times(settings: StudySettings, setup: tuple | None = None) -> dict[str, list[float]]:
+    """Seconds per training step of each variant, round-robin on one model, warm-up rounds dropped.
+
+    Each round starts one variant later than the previous, so no variant always follows the same one.
+    """
+    model, optimizer, batch = setup or _training_setup(settings)
+    names = list(settings.variants)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(settings.warmup + settings.steps):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            with variants.patched_attention(name):
+                _synchronize(settings.device)
+                start = time.perf_counter()
+                _train_step(model, optimizer, batch, settings)
+                _synchronize(settings.device)
+                elapsed = time.perf_counter() - start
+            if round_index >= settings.warmup:
+                times[name].append(elapsed)
+    return times
+
+
+def count_cuda_events(names: Sequence[str]) -> dict[str, int]:
+    """Counts of the events a step's profile must be checked for, from torch.profiler event names."""
+    return {
+        "stream_synchronize": sum(name == "cudaStreamSynchronize" for name in names),
+        "memcpy_calls": sum(name.startswith("cudaMemcpy") for name in names),
+        "h2d_copies": sum(name.startswith("Memcpy HtoD") for name in names),
+        "kernel_launches": sum(name == "cudaLaunchKernel" for name in names),
+    }
+
+
+def cuda_counts(settings: StudySettings, setup: tuple) -> dict[str, dict[str, float]]:
+    """Per variant and step: cudaStreamSynchronize calls, cudaMemcpy* runtime calls, host-to-device copies."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model, optimizer, batch = setup
+    results: dict[str, dict[str, float]] = {}
+    for name in settings.variants:
+        with variants.patched_attention(name):
+            _train_step(model, optimizer, batch, settings)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(settings.profile_steps):
+                    _train_step(model, optimizer, batch, settings)
+                torch.cuda.synchronize()
+        counts = count_cuda_events([event.name for event in prof.events()])
+        if not counts["kernel_launches"]:
+            raise RuntimeError("torch.profiler recorded no CUDA runtime calls (is CUPTI available?)")
+        results[name] = {key: value / settings.profile_steps for key, value in counts.items()}
+    return results
+
+
+def training_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
+    """Per variant: median step time, its ratio to the baseline's, and the CUDA counts (or 'not measured').
+
+    `step_time_ratio` is the ratio of the medians; `paired_ratio` the median over rounds of the variant's
+    time over the baseline's in the same round, which a machine whose load changes mid-run (shared CPUs)
+    does not move.
+    """
+    setup = _training_setup(settings)
+    times = step_times(settings, setup)
+    counts = cuda_counts(settings, setup) if settings.device == "cuda" else {}
+    base = statistics.median(times[BASELINE])
+    results: dict[str, dict[str, Any]] = {}
+    for name in settings.variants:
+        median = statistics.median(times[name])
+        cuda = counts.get(name, {})
+        results[name] = {
+            "step_time_median_s": median,
+            "step_time_ratio": median / base,
+            "paired_ratio": statistics.median(
+                ours / theirs for ours, theirs in zip(times[name], times[BASELINE], strict=True)
+            ),
+            "step_times_s": times[name],
+            "syncs_per_step": cuda.get("stream_synchronize", NOT_MEASURED),
+            "memcpy_calls_per_step": cuda.get("memcpy_calls", NOT_MEASURED),
+            "h2d_copies_per_step": cuda.get("h2d_copies", NOT_MEASURED),
+        }
+    return results
+
+
+def trace_correct(row: dict[str, Any]) -> bool | None:
+    """ONNX Runtime's type check passes and the linter finds no Where type conflict (None: not exported)."""
+    if "ort" not in row:
+        return None
+    return row["ort"]["status"] in ("accepted", "bf16_kernel_missing") and not row["where_type_conflict"]
+
+
+TRACING_LEVELS: tuple[str, ...] = (
+    "refused by ONNX Runtime",
+    "accepted, schema violations",
+    "lint clean, dtype divergence",
+    "lint clean, same dtypes as eager",
+)
+
+
+def tracing_level(row: dict[str, Any]) -> int | None:
+    """Index into TRACING_LEVELS of a variant's export (None: not exported)."""
+    correct = trace_correct(row)
+    if correct is None:
+        return None
+    if not correct:
+        return 0
+    if not row["lint_clean"]:
+        return 1
+    return 2 if row["divergences"] else 3
+
+
+def _cuda_measured(row: dict[str, Any]) -> bool:
+    return isinstance(row["syncs_per_step"], (int, float))
+
+
+def sync_cost(row: dict[str, Any]) -> float:
+    """Syncs plus host-to-device copies per step where measured (CUDA), else host-made tensors per forward."""
+    if _cuda_measured(row):
+        return float(row["syncs_per_step"]) + float(row["h2d_copies_per_step"])
+    return float(row["host_tensors_per_forward"])
+
+
+def recommend(rows: dict[str, dict[str, Any]], preset: str) -> dict[str, Any]:
+    """The recommended variant and the reasons, from the measurements alone.
+
+    Eligible: eager logits bitwise equal to 4.25.1 and a trace-correct export. Among those, ranked by: no
+    lint violation at all, fewest dtype divergences from eager, least sync cost, equal outputs on the probe
+    too, fewest Casts in the attention block, then the paired step-time ratio (last: on a shared CPU its
+    differences are mostly noise).
+    """
+    eligible = [name for name, row in rows.items() if row["eager_equal"] and trace_correct(row) is not False]
+    if not eligible:
+        return {
+            "variant": None,
+            "reasons": ["no variant is both eager-equal and trace-correct"],
+            "ranking": [],
+        }
+
+    def key(name: str) -> tuple:
+        row = rows[name]
+        return (
+            not row.get("lint_clean", True),
+            row.get("divergences", 0),
+            sync_cost(row),
+            not row["eager_equal_probe"],
+            row.get("attention_casts", 0),
+            row["paired_ratio"],
+        )
+
+    ranking = sorted(eligible, key=key)
+    best, base = rows[ranking[0]], rows[BASELINE]
+    reasons = [f"eager logits under autocast are bitwise equal to transformers 4.25.1 on the {preset} preset"]
+    if "ort" not in best:
+        reasons.append("export not checked in this run: tracing validity did not enter the ranking")
+    else:
+        reasons += [
+            f"export: {ORT_STATUSES[best['ort']['status']]}; lint "
+            + ("clean" if best["lint_clean"] else f"{len(best['lint_violations'])} violation(s)"),
+            f"{best['divergences']} dtype divergence(s) from eager (4.25: {base['divergences']}), "
+            f"{best['attention_casts']} Cast(s) in the attention block (4.25: {base['attention_casts']})",
+        ]
+    if _cuda_measured(best):
+        reasons.append(
+            f"{best['syncs_per_step']:g} cudaStreamSynchronize and {best['h2d_copies_per_step']:g} "
+            f"host-to-device copies per step "
+            f"(4.25: {base['syncs_per_step']:g} and {base['h2d_copies_per_step']:g})"
+        )
+    else:
+        reasons.append(
+            f"{best['host_tensors_per_forward']} host-made tensors per forward, each a host-to-device copy "
+            f"on a GPU (4.25: {base['host_tensors_per_forward']}); CUDA syncs {NOT_MEASURED} on this device"
+        )
+    reasons.append(
+        f"step time {best['step_time_ratio']:.3f} x that of 4.25 (medians), {best['paired_ratio']:.3f} x "
+        "(median of same-round ratios)"
+    )
+    ties = [name for name in ranking[1:] if key(name)[:-1] == key(ranking[0])[:-1]]
+    if ties:
+        times = ", ".join(f"{rows[name]['paired_ratio']:.3f}" for name in ties)
+        reasons.append(f"ties with {', '.join(ties)} on every criterion but the step time ({times}): either will do")
+    if not best["eager_equal_probe"]:
+        config = models.make_config(preset)
+        reasons.append(
+            "caveat: with a head size whose square root the autocast dtype cannot hold (probe model), its "
+            f"outputs differ from 4.25.1; the {preset} preset's head size {config.n_embd // config.n_head} "
+            "is not affected (its logits are equal, above)"
+        )
+    return {"variant": ranking[0], "reasons": reasons, "ranking": ranking}
+
+
+EXPORT_FIELDS: tuple[str, ...] = (
+    "onnx",
+    "lint_clean",
+    "lint_violations",
+    "where_type_conflict",
+    "ort",
+    "divergences",
+    "attention_divergences",
+    "first_divergence",
+    "attention_casts",
+)
+
+
+def shortfalls(rows: dict[str, dict[str, Any]], name: str, best: str) -> list[str]:
+    """What variant `name` loses against `best`, criterion by criterion, from the measurements."""
+    row, top = rows[name], rows[best]
+    lost = []
+    if not row["eager_equal"]:
+        lost.append(f"eager logits differ from 4.25.1 (max |diff| {row['eager_max_abs_diff']:.3g})")
+    if "ort" in row:
+        if not trace_correct(row):
+            lost.append(ORT_STATUSES[row["ort"]["status"]])
+        elif not row["lint_clean"] and top["lint_clean"]:
+            ops = sorted({v["op_type"] for v in row["lint_violations"]})
+            lost.append(f"{len(row['lint_violations'])} schema violation(s) ({', '.join(ops)})")
+        if row["divergences"] > top["divergences"]:
+            lost.append(f"{row['divergences']} dtype divergence(s) from eager")
+    if sync_cost(row) > sync_cost(top):
+        unit = "syncs + host-to-device copies per step" if _cuda_measured(row) else "host-made tensors per forward"
+        lost.append(f"{sync_cost(row):g} {unit} against {sync_cost(top):g}")
+    if not row["eager_equal_probe"] and top["eager_equal_probe"]:
+        lost.append("outputs differ from 4.25.1 on the probe head size")
+    return lost
+
+
+def run_study(
+    settings: StudySettings,
+    output_root: str | Path | None = None,
+    progress: Callable[[str], None] = print,
+    export_record: str | Path | None = None,
+) -> dict[str, Any]:
+    """Measure every variant of `settings`, write the JSON record atomically, return it.
+
+    Without `settings.export`, the export columns may come from an earlier record (`export_record`, e.g.
+    the CPU run's JSON): the export does not depend on where the eager steps ran.
+    """
+    out = output_path(settings.device, output_root)
+    progress(f"eager equality and host-made tensors ({len(settings.variants)} variants, {settings.preset})")
+    rows = eager_checks(settings)
+    export_from = None
+    if settings.export:
+        for name in settings.variants:
+            progress(f"export {name}")
+            rows[name].update(export_checks(name, settings, out.parent / "onnx"))
+    elif export_record is not None:
+        earlier = records.read_json(export_record)
+        export_from = {"path": paths.portable(str(export_record)), "environment": earlier["environment"]}
+        for name in settings.variants:
+            source = earlier["variants"].get(name, {})
+            rows[name].update({key: source[key] for key in EXPORT_FIELDS if key in source})
+    progress(f"training steps: {settings.warmup} warm-up + {settings.steps} timed rounds")
+    for name, row in training_checks(settings).items():
+        rows[name].update(row)
+    for name, row in rows.items():
+        variant = variants.get_variant(name)
+        row.update(
+            scale=variant.scale,
+            mask=variant.mask,
+            description=variant.description,
+            trace_correct=trace_correct(row),
+            tracing_level=tracing_level(row),
+        )
+    record = {
+        "study": "variants",
+        "baseline": BASELINE,
+        "settings": asdict(settings),
+        "environment": environment.describe(settings.device),
+        "export_from": export_from,
+        "skipped": SKIPPED,
+        "ort_statuses": ORT_STATUSES,
+        "tracing_levels": TRACING_LEVELS,
+        "variants": rows,
+        "recommendation": recommend(rows, settings.preset),
+    }
+    record = records.portable(record)
+    records.write_json(out, record)
+    record["path"] = str(out)
+    return record
+
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("variant", "variant"),
+    ("eager_equal", "eager==4.25.1"),
+    ("eager_equal_probe", "probe=="),
+    ("trace_correct", "trace ok"),
+    ("lint_clean", "lint clean"),
+    ("ort_status", "ONNX Runtime"),
+    ("divergences", "diverg."),
+    ("attention_casts", "casts"),
+    ("host_tensors_per_forward", "host tensors"),
+    ("step_time_ratio", "step/4.25"),
+    ("paired_ratio", "paired"),
+    ("syncs_per_step", "syncs/step"),
+    ("h2d_copies_per_step", "H2D/step"),
+)
+
+
+def table_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One flat dict per variant with every COLUMNS field ('not exported' where the export was skipped)."""
+    flat = []
+    for name, row in record["variants"].items():
+        values = {"variant": name, "ort_status": row["ort"]["status"] if "ort" in row else "not exported"}
+        for key, _ in COLUMNS:
+            values.setdefault(key, row.get(key, "not exported"))
+        flat.append(values)
+    return flat
+
+
+def format_table(record: dict[str, Any]) -> str:
+    """The study as a plain-text table, then the recommendation."""
+
+    def text(value: Any) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    rows = [[text(row[key]) for key, _ in COLUMNS] for row in table_rows(record)]
+    header = [title for _, title in COLUMNS]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in (header, *rows)]
+    recommendation = record["recommendation"]
+    lines += ["", f"recommended: {recommendation['variant']}"]
+    lines += [f"  - {reason}" for reason in recommendation["reasons"]]
+    return "\n".join(lines)
+
+
+def settings_from(args: argparse.Namespace) -> StudySettings:
+    """StudySettings from the options of `where223 bench-variants` (see where223.cli)."""
+    return StudySettings.resolve(
+        device=args.device,
+        amp_dtype=args.amp_dtype,
+        preset=args.preset,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        steps=args.steps,
+        warmup=args.warmup,
+        profile_steps=args.profile_steps,
+        seed=args.seed,
+        export=not args.no_export,
+        names=args.variants.split(",") if args.variants else MEASURED,
+    )
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    """`where223 bench-variants`: run the study, print the table, say where the JSON went."""
+    record = run_study(settings_from(args), args.out, progress=lambda line: print(line, file=sys.stderr))
+    print(format_table(record))
+    print(f"\nwritten: {record['path']}")
+    return 0

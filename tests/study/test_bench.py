@@ -1,0 +1,165 @@
+"""The variant study: a tiny run records every field, verdicts are computed, the CUDA counting is right."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from where223.cli import build_parser
+from where223.gpt2 import variants
+from where223.pipeline.params import ParameterError
+from where223.study import bench
+
+SUBSET = ("4.25", "4.26", "float+where_scalar", "float_cast+masked_fill")
+
+
+@pytest.fixture(scope="module")
+def tiny_record(tmp_path_factory) -> dict:
+    settings = bench.StudySettings.resolve(
+        device="cpu", preset="tiny", batch_size=1, seq_len=8, steps=2, warmup=0, names=SUBSET
+    )
+    return bench.run_study(settings, tmp_path_factory.mktemp("outputs"), progress=lambda line: None)
+
+
+def test_settings_check_their_values_and_always_measure_the_baseline():
+    settings = bench.StudySettings.resolve(device="cpu", preset="tiny", names=["4.26", "4.25", "4.26"])
+    assert settings.variants == ("4.25", "4.26")
+    assert settings.amp_dtype == "bf16"
+    with pytest.raises(ParameterError, match="preset"):
+        bench.StudySettings.resolve(device="cpu", preset="gpt3")
+    with pytest.raises(ValueError, match="unknown attention variant"):
+        bench.StudySettings.resolve(device="cpu", names=["4.27"])
+
+
+def test_every_measured_variant_is_registered_and_the_historic_ones_are_in():
+    assert set(variants.HISTORIC) <= set(bench.MEASURED) <= set(variants.VARIANTS)
+
+
+def test_record_is_written_atomically_with_environment_and_every_field(tiny_record):
+    path = Path(tiny_record["path"])
+    assert path.name == "variants-cpu.json" and path.parent.name == "variants"
+    on_disk = json.loads(path.read_text())
+    assert torch.__version__.startswith(on_disk["environment"]["packages"]["torch"])
+    assert set(on_disk["variants"]) == set(SUBSET)
+    assert not list(path.parent.glob(".*.tmp"))
+    for row in bench.table_rows(on_disk):
+        assert set(row) == {key for key, _ in bench.COLUMNS}
+        assert "not exported" not in row.values()
+        assert row["syncs_per_step"] == row["h2d_copies_per_step"] == bench.NOT_MEASURED
+
+
+def test_verdicts_are_computed(tiny_record):
+    rows = tiny_record["variants"]
+    for row in rows.values():
+        assert isinstance(row["eager_equal"], bool) and isinstance(row["eager_equal_probe"], bool)
+        assert len(row["step_times_s"]) == 2
+    assert rows["4.25"]["step_time_ratio"] == rows["4.25"]["paired_ratio"] == 1.0
+    assert rows["4.25"]["ort"]["status"] == "type_error" and rows["4.25"]["where_type_conflict"]
+    assert rows["4.26"]["trace_correct"] and rows["4.26"]["ort"]["status"] == "bf16_kernel_missing"
+    # torch.where with a Python scalar exports the fill value as double: a new way to break the Where
+    scalar = rows["float+where_scalar"]["ort"]["type_binding"]
+    assert scalar["op_type"] == "Where" and "tensor(double)" in scalar["bound_types"]
+    assert rows["4.25"]["host_tensors_per_forward"] == 2  # the mask's host tensor, once per layer
+    assert rows["float_cast+masked_fill"]["host_tensors_per_forward"] == 0
+
+
+def test_recommendation_comes_from_the_rows(tiny_record):
+    recommendation = tiny_record["recommendation"]
+    assert recommendation["variant"] == recommendation["ranking"][0]
+    best = tiny_record["variants"][recommendation["variant"]]
+    assert best["eager_equal"] and best["trace_correct"]
+    assert "4.25" not in recommendation["ranking"] and "float+where_scalar" not in recommendation["ranking"]
+
+
+def test_table_prints_every_variant_and_the_recommendation(tiny_record):
+    text = bench.format_table(tiny_record)
+    assert all(name in text for name in SUBSET)
+    assert f"recommended: {tiny_record['recommendation']['variant']}" in text
+
+
+def _row(**overrides) -> dict:
+    row = {
+        "eager_equal": True,
+        "eager_equal_probe": True,
+        "ort": {"status": "bf16_kernel_missing"},
+        "where_type_conflict": False,
+        "lint_clean": True,
+        "lint_violations": [],
+        "divergences": 0,
+        "attention_casts": 3,
+        "host_tensors_per_forward": 0,
+        "syncs_per_step": bench.NOT_MEASURED,
+        "h2d_copies_per_step": bench.NOT_MEASURED,
+        "step_time_ratio": 1.0,
+        "paired_ratio": 1.0,
+    }
+    return {**row, **overrides}
+
+
+def test_ranking_puts_numbers_and_tracing_before_speed():
+    rows = {
+        "4.25": _row(ort={"status": "type_error"}, where_type_conflict=True, lint_clean=False),
+        "fast_but_different": _row(eager_equal=False, paired_ratio=0.5),
+        "diverging": _row(divergences=2, paired_ratio=0.9),
+        "copying": _row(host_tensors_per_forward=12),
+        "clean": _row(paired_ratio=1.01),
+        "clean_but_inexact_on_the_probe": _row(eager_equal_probe=False, paired_ratio=0.8),
+        "clean_twin": _row(paired_ratio=1.02),
+    }
+    recommendation = bench.recommend(rows, "gpt2")
+    assert recommendation["ranking"] == [
+        "clean",
+        "clean_twin",
+        "clean_but_inexact_on_the_probe",
+        "copying",
+        "diverging",
+    ]
+    assert any(reason.startswith("ties with clean_twin") for reason in recommendation["reasons"])
+    assert any("0 host-made tensors" in reason for reason in recommendation["reasons"])
+
+
+def test_cuda_sync_cost_counts_syncs_and_host_to_device_copies():
+    names = [
+        "cudaStreamSynchronize",
+        "cudaMemcpyAsync",
+        "Memcpy HtoD (Pageable -> Device)",
+        "cudaStreamSynchronize",
+        "Memcpy DtoH (Device -> Pageable)",
+        "cudaLaunchKernel",
+    ]
+    assert bench.count_cuda_events(names) == {
+        "stream_synchronize": 2,
+        "memcpy_calls": 1,
+        "h2d_copies": 1,
+        "kernel_launches": 1,
+    }
+    assert bench.sync_cost(_row(syncs_per_step=2.0, h2d_copies_per_step=1.0, host_tensors_per_forward=9)) == 3.0
+
+
+def test_host_tensor_counter_counts_what_a_gpu_would_copy():
+    weights = torch.ones(2)
+    with bench.HostTensorCounter() as counter:
+        torch.tensor(1.0, device=weights.device)  # built from host data: a copy
+        torch.full([], 1.0).to(weights.device)  # made on the host, then moved: a copy
+        torch.full([], 1.0, device=weights.device)  # made on the device: none
+        weights.masked_fill(weights > 0, 0.0)  # a Python scalar: none
+    assert counter.count == 2
+
+
+def test_export_columns_can_come_from_an_earlier_record(tiny_record, tmp_path):
+    settings = bench.StudySettings.resolve(
+        device="cpu", preset="tiny", batch_size=1, seq_len=8, steps=1, warmup=0, export=False, names=["4.26"]
+    )
+    record = bench.run_study(settings, tmp_path, progress=lambda line: None, export_record=tiny_record["path"])
+    row = record["variants"]["4.26"]
+    assert row["ort"] == tiny_record["variants"]["4.26"]["ort"]
+    assert record["export_from"]["environment"] == tiny_record["environment"]
+
+
+def test_cli_parses_bench_variants():
+    args = build_parser().parse_args(["bench-variants", "--device", "cpu", "--preset", "tiny", "--steps", "3"])
+    settings = bench.settings_from(args)
+    assert (settings.device, settings.preset, settings.steps, settings.variants) == ("cpu", "tiny", 3, bench.MEASURED)
