@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from where223.gpt2 import releases
+from where223.pipeline.paths import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,8 @@ def test_release_side_folders_hold_the_real_releases(release_exports):
     for version, path in release_exports.items():
         stamp = json.loads(path.with_suffix(".json").read_text())
         assert stamp["transformers"] == version
-        assert Path(stamp["transformers_file"]).is_relative_to(releases.release_dir(version))
+        imported = ROOT / stamp["transformers_file"]  # records keep repo-relative paths
+        assert imported.is_relative_to(releases.release_dir(version)) and imported.is_file()
         assert releases.ensure_release(version) == releases.release_dir(version)  # cached: no second install
 
 

@@ -101,8 +101,17 @@ def test_real_dataset_needs_the_hub(monkeypatch):
         models.load_dataset("sst2", 4, 8, 256, 0)
 
 
-def test_keep_exported_model_leaves_one_file(tmp_path: Path):
-    (tmp_path / reproduce.ORTMODULE_EXPORT).write_bytes(b"x")
-    (tmp_path / "ortmodule_post_processed_training.onnx").write_bytes(b"y")
+def test_keep_exported_model_leaves_one_file_with_stable_doc_strings(tmp_path: Path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Relu", ["x"], ["y"], name="relu",
+                            doc_string="/tmp/ipykernel_4242/123.py(1): <module>\nmodel.py(7): forward")
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "g", [value("x", TensorProto.FLOAT, [1])], [value("y", TensorProto.FLOAT, [1])])
+    onnx.save(helper.make_model(graph), str(tmp_path / reproduce.ORTMODULE_EXPORT))
+    (tmp_path / "ortmodule_post_processed_training.onnx").write_bytes(b"a later stage")
     assert reproduce.keep_exported_model(tmp_path) == tmp_path / "model.onnx"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+    kept = onnx.load(str(tmp_path / "model.onnx")).graph.node[0].doc_string
+    assert kept == "<ipykernel>/123.py(1): <module>\nmodel.py(7): forward"

@@ -58,3 +58,15 @@ def test_committed_graph_records_agree_with_the_code(graph_dir):
     fresh, kept = load_json(graph_dir / "divergence.json"), load_json(committed / "divergence.json")
     assert [(d["line"], d["graph_node"]) for d in kept["divergences"]] == [
         (d["line"], d["graph_node"]) for d in fresh["divergences"]]
+
+
+def test_netron_is_embedded_from_loopback_and_stopped(reproduced, session_outputs):
+    import re
+    import socket
+
+    reproduced("onnx_export")
+    executed = run_notebook("02_graph", session_outputs, source_run=RUN, hops=1, show_netron=True)
+    urls = set(re.findall(r"http://127\.0\.0\.1:(\d+)", executed.read_text()))
+    assert len(urls) == 1, urls
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", int(urls.pop())), timeout=2).close()

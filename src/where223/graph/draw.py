@@ -124,8 +124,10 @@ def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list
             if other not in seen:
                 seen[other] = seen[current] + 1
                 queue.append(other)
-    sub = full.subgraph(seen).copy()
-    sub.graph.update(centre=centre, subgraph=path)
+    # built in the model's order: networkx's subgraph views iterate a set, whose order changes per process
+    sub = nx.DiGraph(centre=centre, subgraph=path)
+    sub.add_nodes_from((node, full.nodes[node]) for node in full.nodes if node in seen)
+    sub.add_edges_from((u, v, data) for u, v, data in full.edges(data=True) if u in seen and v in seen)
     return sub
 
 

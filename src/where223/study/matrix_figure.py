@@ -132,6 +132,8 @@ def draw(matrix: dict[str, Any], out_stem: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
+    from where223.graph.draw import save_figure
+
     torch_axis: Sequence[str] = matrix["axes"]["torch"]
     tf_axis: Sequence[str] = matrix["axes"]["transformers"]
     exporters: Sequence[str] = matrix["axes"]["exporter"]
@@ -163,12 +165,7 @@ def draw(matrix: dict[str, Any], out_stem: Path) -> list[Path]:
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3), fontsize=8, frameon=False)
     fig.suptitle("Tiny GPT-2 exported under CPU bf16 autocast, loaded and run by onnxruntime (CPU)", fontsize=10)
     fig.tight_layout(rect=(0, 0.04 * (1 + len(handles) // 3), 1, 0.96))
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for suffix in (".png", ".svg"):
-        path = out_stem.with_suffix(suffix)
-        fig.savefig(path, dpi=160, metadata={"Date": None} if suffix == ".svg" else None)
-        written.append(path)
+    written = save_figure(fig, out_stem)
     plt.close(fig)
     return written
 

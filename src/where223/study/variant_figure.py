@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from where223.graph.draw import save_figure
 from where223.study.bench import TRACING_LEVELS, sync_cost, tracing_level
 
 
@@ -107,12 +108,6 @@ def draw(record: dict[str, Any], out_stem: str | Path) -> list[Path]:
         fontsize=8,
     )
     fig.tight_layout()
-    out = Path(out_stem)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for suffix in (".png", ".svg"):
-        path = out.with_suffix(suffix)
-        fig.savefig(path, dpi=150)
-        written.append(path)
+    written = save_figure(fig, out_stem)
     plt.close(fig)
     return written
