@@ -25,7 +25,7 @@ from where223.gpt2 import models
 from where223.gpt2.export import autocast, export_onnx, load_in_onnxruntime, output_to, stable_doc_strings
 from where223.pipeline import environment
 from where223.pipeline.params import check_choice, check_range, resolve_amp_dtype, resolve_device
-from where223.pipeline.paths import portable
+from where223.pipeline.paths import portable, run_name
 from where223.pipeline.records import portable_text
 
 PATHS = ("ort_trainer", "ortmodule", "onnx_export")
@@ -92,8 +92,6 @@ class ReproduceSettings:
 
     def run_name(self) -> str:
         """Outputs are named by their parameters."""
-        from where223.pipeline.paths import run_name
-
         return run_name(self.preset, self.device, self.amp_dtype, self.path)
 
 
