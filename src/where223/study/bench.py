@@ -227,6 +227,7 @@ def classify_ort(onnx_path: str | Path, amp_dtype: str) -> dict[str, Any]:
     """Load the graph in ONNX Runtime (CPU) and classify the outcome into one of ORT_STATUSES."""
     from where223.gpt2.export import load_in_onnxruntime
     from where223.gpt2.reproduce import parse_type_binding
+    from where223.graph.repair import is_missing_kernel
 
     try:
         load_in_onnxruntime(onnx_path)
@@ -235,7 +236,7 @@ def classify_ort(onnx_path: str | Path, amp_dtype: str) -> dict[str, Any]:
         binding = parse_type_binding(message)
         if binding is not None:
             status = "type_error"
-        elif "NOT_IMPLEMENTED" in message and "Could not find an implementation" in message and amp_dtype == "bf16":
+        elif is_missing_kernel(message) and amp_dtype == "bf16":
             status = "bf16_kernel_missing"
         else:
             status = "other_error"

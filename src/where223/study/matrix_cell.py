@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.metadata
 import inspect
 import platform
 import re
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from where223.pipeline import records
+from where223.pipeline.environment import package_versions
 
 # onnxruntime's graph type check, e.g. "Type Error: Type parameter (T) of Optype (Where) bound to
 # different types (tensor(float) and tensor(bfloat16) in node (/transformer/h.0/attn/Where)."
@@ -122,17 +122,6 @@ def classify(error: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
                 return "where_type_error", binding
             error["type_binding"] = binding
     return "other_error", None
-
-
-def versions() -> dict[str, str | None]:
-    """Installed versions of the packages that matter to a cell (None where absent)."""
-    found: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 def graph_facts(path: Path) -> dict[str, Any]:
@@ -262,7 +251,7 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
         "transformers_requested": transformers_requested,
         "exporter": exporter,
         "python": platform.python_version(),
-        "versions": versions(),
+        "versions": package_versions(PACKAGES),
         "model": {"config": TINY_CONFIG, "input_shape": [2, 16], "autocast": "cpu/bfloat16"},
         "recorded_by": "cell",
         "timings_s": {},

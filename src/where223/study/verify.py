@@ -12,7 +12,7 @@ from where223.gpt2 import models
 from where223.gpt2.export import autocast, load_in_onnxruntime
 from where223.gpt2.reproduce import is_where_type_error, parse_type_binding
 from where223.graph.lint import BINDING_CONFLICT, LintReport
-from where223.graph.repair import Change
+from where223.graph.repair import Change, is_missing_kernel
 
 PASS, FAIL = "pass", "fail"
 # ORTModule's stages, in order: the Where error stops the first; a bf16 graph on CPU stops at the second.
@@ -63,7 +63,7 @@ def stage_outcome(record: dict[str, Any]) -> str:
         return "where type error"
     stack = record["call_stack"]
     bf16_on_cpu = record["parameters"]["amp_dtype"] == "bf16" and record["parameters"]["device"] == "cpu"
-    if bf16_on_cpu and "NOT_IMPLEMENTED" in message and "Gemm" in message:
+    if bf16_on_cpu and is_missing_kernel(message):
         if record["path"] == "onnx_export":
             return "type check passed, bf16 execution unsupported on CPU"
         if any(frame.endswith(SESSION_FRAME) for frame in stack):
