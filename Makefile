@@ -8,7 +8,8 @@ STAMP := $(VENV)/.where223-setup
 
 .PHONY: setup run test lint strip lab clean-env
 
-$(STAMP): requirements.lock pyproject.toml scripts/setup-env.sh
+# releases.py lists the transformers releases whose side folders setup installs (notebooks never install).
+$(STAMP): requirements.lock pyproject.toml scripts/setup-env.sh src/where223/gpt2/releases.py
 	bash scripts/setup-env.sh
 	touch $@
 
@@ -26,7 +27,7 @@ lint: setup
 
 # Source notebooks carry no outputs (executed copies live in outputs/); run after saving from JupyterLab.
 strip: setup
-	$(PY) -m where223.pipeline.notebooks
+	$(PY) -m where223 strip
 
 # JupyterLab on 127.0.0.1 with the project's kernel, opened on notebooks/. LAB_TOKEN empty = Jupyter makes one.
 LAB_PORT ?= 8888

@@ -9,5 +9,5 @@ MATRIX_ARGS ?=
 
 # make matrix: build the cells (resuming), then draw the heatmap and conclusions with notebook 05
 matrix: setup
-	nice -n 10 $(MATRIX_PYTHON) -m where223.study.matrix $(MATRIX_ARGS)
+	nice -n 10 $(MATRIX_PYTHON) -m where223 matrix $(MATRIX_ARGS)
 	$(MATRIX_PYTHON) -m where223 run --only 05

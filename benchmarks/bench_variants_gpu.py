@@ -86,7 +86,7 @@ def measure(args: argparse.Namespace) -> int:
             f"{TRANSFORMERS}: run --prepare and put the folder first on PYTHONPATH (see this script's docstring)"
         )
     sys.path.insert(0, str(REPO / "src"))
-    from where223.study import bench
+    from where223.study import bench, ranking
 
     settings = bench.StudySettings.resolve(
         device=args.device,
@@ -101,9 +101,12 @@ def measure(args: argparse.Namespace) -> int:
     )
     export_record = args.export_record or REPO / "outputs" / "variants" / "variants-cpu.json"
     record = bench.run_study(
-        settings, args.out or None, export_record=export_record if export_record.is_file() else None
+        settings,
+        args.out or None,
+        progress=print,
+        export_record=export_record if export_record.is_file() else None,
     )
-    print(bench.format_table(record))
+    print(ranking.format_table(record))
     print(f"\nwritten: {record['path']}")
     onnx_side = sorted(name for name in sys.modules if name.startswith(ONNX_SIDE))
     if onnx_side:

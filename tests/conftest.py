@@ -39,6 +39,14 @@ def session_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 TINY = {"batch_size": 1, "seq_len": 8}
 
 
+def run_name(path: str, **parameters: Any) -> str:
+    """The run folder notebook 01 writes for `path` and `parameters`, named as the notebooks name it."""
+    from where223.gpt2 import runs
+    from where223.gpt2.reproduce import ReproduceSettings
+
+    return ReproduceSettings.from_parameters({**runs.DEFAULTS, "path": path, **parameters}).run_name()
+
+
 @pytest.fixture(scope="session")
 def reproduced(session_outputs: Path):
     """Run notebook 01 with tiny parameters once per path and session; returns path -> (executed, record)."""
@@ -47,7 +55,7 @@ def reproduced(session_outputs: Path):
     def get(path: str) -> tuple[Path, dict[str, Any]]:
         if path not in done:
             executed = run_notebook("01_reproduce", session_outputs, path=path, **TINY)
-            done[path] = executed, load_json(session_outputs / f"tiny-cpu-bf16-{path}" / "reproduce.json")
+            done[path] = executed, load_json(session_outputs / run_name(path, **TINY) / "reproduce.json")
         return done[path]
 
     return get

@@ -1,175 +1,566 @@
-"""`where223` command line: one entry point for everything a user does without JupyterLab.
+"""`where223` command line: one table of commands, each handler beside its parser.
 
-Each subcommand imports its module only when it runs, so `where223 lint` never loads torch.
+A command is a class: the first line of its docstring is its help in `where223 --help`; `where223 CMD --help`
+adds the rest, then the docstring of the library module or function it runs (read from the source, so asking
+for help imports nothing). Each handler imports its library module when it runs, so `where223 lint` never
+loads torch. Library modules return data and raise; only this module prints.
+
+Exit status: 0 done, 1 the tool worked and found something (violations, no recorded source, a model it cannot
+repair, a notebook that failed), 2 a usage or file error, told in one line on stderr (`where223 CMD: ...`).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import ast
+import datetime as dt
+import importlib.util
+import inspect
+import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
-# subcommand -> (module, function taking the parsed args and returning an exit code)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("where223.pipeline.run", "cli_main"),
-    "report": ("where223.study.report", "cli_main"),
-    "lint": ("where223.graph.lint", "cli_main"),
-    "blame": ("where223.graph.blame", "cli_main"),
-    "draw": ("where223.graph.draw", "cli_main"),
-    "repair": ("where223.graph.repair", "cli_main"),
-    "bench-variants": ("where223.study.bench", "cli_main"),
+from where223.errors import UsageError, printable
+
+if TYPE_CHECKING:
+    from where223.study.bench import StudySettings
+
+ERROR_LIMIT = 2000  # characters of one error line
+
+
+def library_doc(target: str) -> str:
+    """The docstring of `module` or `module:function`, read from the module's source without importing it."""
+    module, _, name = target.partition(":")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise LookupError(f"no module {module}")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    if not name:
+        return ast.get_docstring(tree) or ""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return ast.get_docstring(node) or ""
+    raise LookupError(f"{module} defines no {name}")
+
+
+class Command:
+    """A subcommand: the subclass's docstring is its help, `run` its handler beside `add_arguments`."""
+
+    name: ClassVar[str]
+    explained_by: ClassVar[str]  # the library module or `module:function` whose docstring --help adds
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the docstring: the command's entry in `where223 --help`."""
+        return inspect.getdoc(cls).splitlines()[0]
+
+    @classmethod
+    def description(cls) -> str:
+        """The whole docstring, then the library's own."""
+        return f"{inspect.getdoc(cls)}\n\n{cls.explained_by.replace(':', '.')}:\n{library_doc(cls.explained_by)}"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """Declare the command's options."""
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        """Do the work and print the result; return the exit status."""
+        raise NotImplementedError
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _complain(command: str, message: str) -> None:
+    print(f"where223 {command}: {printable(message, ERROR_LIMIT)}", file=sys.stderr, flush=True)
+
+
+def non_negative_int(text: str) -> int:
+    """An option's value as an int of 0 or more (argparse names this function in its error)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _writable_file(spelled: str) -> Path:
+    """The file a user named, if it can be written without creating a folder; else a UsageError saying why."""
+    path = Path(spelled)
+    if spelled.endswith(("/", os.sep)) or path.is_dir():
+        raise UsageError(f"{spelled}: is a directory; name the file to write")
+    folder = path.parent
+    if not folder.exists():
+        raise UsageError(f"{folder}: no such directory (it is not created)")
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a directory")
+    return path
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    if first.exists() and second.exists():
+        return os.path.samefile(first, second)
+    return first.resolve() == second.resolve()
+
+
+class Run(Command):
+    """Execute the planned notebooks with papermill into outputs/ (what `make run` does).
+
+    Exit 0 when every notebook ran, 1 when one failed (its executed copy, traceback included, is kept under
+    outputs/failed/), 2 for a plan file or an option the runner cannot use.
+    """
+
+    name = "run"
+    explained_by = "where223.pipeline.run"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--params", metavar="FILE.yaml", help="a plan file in the format of notebooks/plan.yaml")
+        parser.add_argument("--only", metavar="01,03", help="run only notebooks whose names start with these prefixes")
+        parser.add_argument("--output-root", help="write outputs under this folder instead of outputs/")
+        parser.add_argument("--kernel", default="where223", help="Jupyter kernel name (default: where223)")
+        parser.add_argument("--wait", action="store_true", help="if another run is writing the outputs, start after it")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.pipeline import run as pipeline
+
+        only = [prefix.strip() for prefix in args.only.split(",")] if args.only is not None else None
+        plan = pipeline.select(pipeline.load_plan(args.params or pipeline.DEFAULT_PLAN), only)
+        output_root = Path(args.output_root).resolve() if args.output_root else pipeline.OUTPUTS
+        try:
+            pipeline.run_plan(plan, output_root, args.kernel, progress=_say, wait=args.wait)
+        except pipeline.NotebookFailedError as failure:
+            _complain("run", str(failure))
+            return 1
+        return 0
+
+
+class Report(Command):
+    """Regenerate outputs/REPORT.md, the reviewer write-up, from the recorded JSON; prints its path."""
+
+    name = "report"
+    explained_by = "where223.study.report"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--outputs", help="the outputs folder to read and write (default outputs/)")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.study import report
+
+        outputs = Path(args.outputs) if args.outputs else report.OUTPUTS
+        if not outputs.is_dir():
+            raise UsageError(f"{outputs}: no such outputs folder")
+        _say(str(report.write_report(outputs)))
+        return 0
+
+
+class Lint(Command):
+    """Check every node's type constraints against ONNX's own operator schemas.
+
+    Exit 0 clean, 1 violations found, 2 unreadable input.
+    """
+
+    name = "lint"
+    explained_by = "where223.graph.lint"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", help="path to an .onnx file")
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.lint import lint_model
+
+        report = lint_model(args.model)
+        _say(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+        return 0 if report.clean else 1
+
+
+class Blame(Command):
+    """Show the Python source lines that produced an ONNX node.
+
+    Exit 0 found, 1 no source recorded, 2 unreadable model or unknown node.
+    """
+
+    name = "blame"
+    explained_by = "where223.graph.blame"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", help="path to an .onnx file")
+        parser.add_argument("node", help="node name, e.g. /transformer/h.0/attn/Where or Where_223")
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+        parser.add_argument(
+            "--all", action="store_true", help="also show torch's nn.Module call and export machinery frames"
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.blame import blame
+
+        result = blame(args.model, args.node)
+        if args.json:
+            _say(json.dumps(result.to_dict(), indent=2))
+        elif result.frames:
+            _say(result.format(all_frames=args.all))
+        else:
+            print(result.format(), file=sys.stderr)
+        return 0 if result.frames else 1
+
+
+class Draw(Command):
+    """Draw a node's dtype-labelled neighbourhood as PNG and SVG; prints the two paths.
+
+    Exit 0 drawn, 1 no node named and no violation to centre on, 2 bad input or output path. No folder is
+    created: the folder of --out must exist.
+    """
+
+    name = "draw"
+    explained_by = "where223.graph.draw:draw_neighbourhood"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", help="path to an .onnx file")
+        parser.add_argument("node", nargs="?", help="centre node (default: the first lint violation)")
+        parser.add_argument(
+            "--hops", type=non_negative_int, default=2, help="neighbourhood radius in edges (default 2)"
+        )
+        parser.add_argument(
+            "--out", default="neighbourhood", help="output path without suffix (default ./neighbourhood)"
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.draw import NothingToDrawError, draw_neighbourhood
+
+        for suffix in (".png", ".svg"):
+            _writable_file(f"{args.out}{suffix}")
+        try:
+            paths = draw_neighbourhood(args.model, args.node, args.hops, args.out)
+        except NothingToDrawError as nothing:
+            _complain("draw", str(nothing))
+            return 1
+        for path in paths:
+            _say(printable(str(path), None))
+        return 0
+
+
+class Repair(Command):
+    """Insert Casts that resolve every type-binding violation, re-lint, and load the result in ONNX Runtime.
+
+    Prints every change. Exit 0 repaired (or nothing to repair: nothing is written), 1 not repairable or refused
+    by ONNX Runtime, 2 unreadable input (its external weights included) or an output that cannot be written: a
+    directory, a missing folder (none is created), or the input itself without --in-place. The output is
+    written atomically (a temporary file beside it, then renamed).
+    """
+
+    name = "repair"
+    explained_by = "where223.graph.repair:repair"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("input", help="the exported .onnx file")
+        parser.add_argument("output", nargs="?", help="where to write the repaired model (not the input)")
+        parser.add_argument("--in-place", action="store_true", help="overwrite the input instead (give no output)")
+        parser.add_argument(
+            "--to",
+            default="output",
+            help="cast target: 'output' (the type the node's output already has, default) or an ONNX "
+            "type name such as float, float16, bfloat16",
+        )
+
+    @staticmethod
+    def output_path(args: argparse.Namespace) -> Path:
+        """Where the repaired model goes: OUTPUT, or INPUT with --in-place; never the input by accident."""
+        source = Path(args.input)
+        if args.in_place:
+            if args.output is not None and not _same_file(Path(args.output), source):
+                raise UsageError("--in-place overwrites the input: give no output")
+            return _writable_file(args.input)
+        if args.output is None:
+            raise UsageError("name the output file, or pass --in-place to overwrite the input")
+        output = _writable_file(args.output)
+        if _same_file(output, source):
+            raise UsageError(f"{args.output} is the input; pass --in-place to overwrite it")
+        return output
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.dtypes import tensor_type_string
+        from where223.graph.lint import lint_model
+        from where223.graph.loading import load_model
+        from where223.graph.ort import OrtVerdict, judge
+        from where223.graph.repair import RepairError, repair, save_model
+
+        output = Repair.output_path(args)
+        if args.to != "output":
+            try:
+                tensor_type_string(args.to)
+            except ValueError as error:
+                raise UsageError(f"--to: {error}") from error
+        model, _ = load_model(args.input, load_weights=True)
+        try:
+            repaired, changes = repair(model, target=args.to)
+        except RepairError as error:
+            _complain("repair", str(error))
+            return 1
+        if not changes:
+            _say(f"{args.input}: no type-binding conflicts; nothing changed, nothing written")
+            return 0
+        save_model(repaired, output)
+        _say(f"repaired {args.input} -> {output}: {len(changes)} change(s)")
+        for change in changes:
+            _say(f"  {change}")
+        remaining = lint_model(output).violations
+        left = f"; {len(remaining)} other finding(s) left in place:" if remaining else ", clean"
+        _say(f"re-lint: no type-binding conflict left{left}")
+        for violation in remaining:
+            _say(f"  {violation.message()}")
+        judgement = judge(output)
+        if judgement.verdict == OrtVerdict.MISSING_KERNEL:
+            _say(
+                "ONNX Runtime accepts the repaired model's types; this machine cannot execute it: "
+                + printable((judgement.message or "").strip(), ERROR_LIMIT)
+            )
+        elif judgement.verdict != OrtVerdict.ACCEPTED:
+            _complain("repair", f"ONNX Runtime refuses the repaired model: {judgement.message}")
+            return 1
+        else:
+            _say("ONNX Runtime loads the repaired model")
+        return 0
+
+
+class BenchVariants(Command):
+    """Measure every way of writing GPT-2's scale and mask lines: tracing, numbers, syncs, step time.
+
+    Prints the table and the recommendation; writes outputs/variants/variants-DEVICE.json.
+    """
+
+    name = "bench-variants"
+    explained_by = "where223.study.bench"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+        parser.add_argument("--amp-dtype", default="auto", help="auto (fp16 on CUDA, bf16 on CPU) | bf16 | fp16")
+        parser.add_argument("--preset", default="gpt2", help="model of the training steps: gpt2 (124M) | tiny")
+        parser.add_argument("--batch-size", type=int, default=1, help="rows per training step (default 1)")
+        parser.add_argument("--seq-len", type=int, default=16, help="tokens per row (default 16)")
+        parser.add_argument("--steps", type=int, default=20, help="timed steps per variant (default 20)")
+        parser.add_argument("--warmup", type=int, default=2, help="untimed round-robin rounds first (default 2)")
+        parser.add_argument("--profile-steps", type=int, default=3, help="profiled steps per variant, CUDA only")
+        parser.add_argument("--seed", type=int, default=0, help="model initialisation and synthetic data (default 0)")
+        parser.add_argument("--variants", help="comma-separated variant names (default: every measured variant)")
+        parser.add_argument("--no-export", action="store_true", help="skip the ONNX export checks")
+        parser.add_argument("--out", help="output root (default outputs/); the JSON goes to <out>/variants/")
+        parser.add_argument("--wait", action="store_true", help="if a run is writing the outputs, start after it")
+
+    @staticmethod
+    def study_settings(args: argparse.Namespace) -> StudySettings:
+        """The study's StudySettings from the options (a ParameterError names a bad one)."""
+        from where223.study import bench
+
+        return bench.StudySettings.resolve(
+            device=args.device,
+            amp_dtype=args.amp_dtype,
+            preset=args.preset,
+            batch_size=args.batch_size,
+            seq_len=args.seq_len,
+            steps=args.steps,
+            warmup=args.warmup,
+            profile_steps=args.profile_steps,
+            seed=args.seed,
+            export=not args.no_export,
+            names=args.variants.split(",") if args.variants else bench.MEASURED,
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.pipeline import paths, publish
+        from where223.study import bench, ranking
+
+        settings = BenchVariants.study_settings(args)
+        output_root = Path(args.out).resolve() if args.out else paths.OUTPUTS
+        # Staged like a notebook run: the record reaches the outputs only from a study that completed.
+        with publish.staged(f"bench-variants-{settings.device}", output_root, wait=args.wait) as stage:
+            record = bench.run_study(settings, stage, progress=_progress)
+        _say(ranking.format_table(record))
+        _say(f"\nwritten: {output_root / Path(record['path']).relative_to(stage)}")
+        return 0
+
+
+def _deadline(text: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not an ISO time such as 2025-01-31T18:00: {text!r}") from error
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def _chosen(option: str, text: str | None, allowed: Sequence[str]) -> list[str]:
+    """The comma-separated values of `option` (all of `allowed` when not given); unknown ones refused."""
+    if text is None:
+        return list(allowed)
+    values = [value.strip() for value in text.split(",") if value.strip()]
+    unknown = [value for value in values if value not in allowed]
+    if unknown or not values:
+        raise UsageError(f"{option} {text!r}: unknown or no value(s) {unknown}; allowed: {', '.join(allowed)}")
+    return values
+
+
+class Matrix(Command):
+    """Build (or resume) the version matrix: transformers x torch x exporter, one environment per torch.
+
+    Prints one line per environment and per cell, then the outcome counts. `make matrix` runs it, then notebook 05.
+    """
+
+    name = "matrix"
+    explained_by = "where223.study.matrix"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--torch", help="comma-separated torch versions (default: all of the matrix's)")
+        parser.add_argument("--transformers", help="comma-separated transformers versions (default: all)")
+        parser.add_argument("--exporter", help="comma-separated: torchscript,dynamo (default: both)")
+        parser.add_argument("--force", action="store_true", help="rerun cells that are already recorded")
+        parser.add_argument("--timeout", type=float, default=600.0, help="seconds one cell may run (default 600)")
+        parser.add_argument(
+            "--deadline", type=_deadline, help="ISO time (UTC if naive) after which cells become not_run"
+        )
+        parser.add_argument("--drop-envs", action="store_true", help="delete each torch venv once its cells are done")
+        parser.add_argument("--envs-only", action="store_true", help="only build the environments and side folders")
+        parser.add_argument("--aggregate-only", action="store_true", help="only rebuild matrix.json from the cells")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.study import matrix
+
+        torch_versions = _chosen("--torch", args.torch, matrix.TORCH_VERSIONS)
+        tf_versions = _chosen("--transformers", args.transformers, matrix.TRANSFORMERS_VERSIONS)
+        exporters = _chosen("--exporter", args.exporter, matrix.EXPORTERS)
+        if args.aggregate_only:
+            matrix.aggregate()
+            return 0
+        if args.envs_only:
+            for version in tf_versions:
+                _say(f"transformers {version}: {matrix.ensure_transformers(version)}")
+            for version in torch_versions:
+                _say(f"torch {version}: {matrix.ensure_env(version)}")
+            return 0
+        result = matrix.build(
+            torch_versions,
+            tf_versions,
+            exporters,
+            force=args.force,
+            timeout_s=args.timeout,
+            deadline=args.deadline,
+            drop_envs=args.drop_envs,
+            progress=_say,
+        )
+        _say(f"outcomes: {json.dumps(result['counts'], sort_keys=True)}")
+        return 0
+
+
+class Strip(Command):
+    """Strip outputs and per-run metadata from source notebooks (all of notebooks/ unless named).
+
+    Run it before committing a notebook saved from JupyterLab: a test keeps source notebooks clean.
+    """
+
+    name = "strip"
+    explained_by = "where223.pipeline.notebooks:strip"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "notebooks", nargs="*", metavar="NOTEBOOK", help="notebooks to strip (default: notebooks/*.ipynb)"
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.pipeline import notebooks
+        from where223.pipeline.paths import NOTEBOOKS
+
+        files = [Path(name) for name in args.notebooks] or sorted(NOTEBOOKS.glob("*.ipynb"))
+        for path in files:
+            if not path.is_file():
+                raise UsageError(f"{path}: no such notebook")
+        for path in files:
+            try:
+                changed = notebooks.strip(path)
+            except ValueError as error:  # nbformat: not JSON, or not a notebook
+                raise UsageError(f"{path}: not a readable notebook ({error})") from error
+            if changed:
+                _say(f"stripped {path}")
+        return 0
+
+
+COMMANDS: dict[str, type[Command]] = {
+    command.name: command for command in (Run, Report, Lint, Blame, Draw, Repair, BenchVariants, Matrix, Strip)
 }
 
 
-def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "run",
-        help="execute the notebooks with papermill into outputs/ (what `make run` does)",
-        description=(
-            "Execute the planned notebooks (notebooks/plan.yaml) with papermill, each copy named by its "
-            "parameters, into outputs/notebooks/ with an HTML export. A failed copy is kept under "
-            "outputs/failed/ with its traceback; earlier outputs are left intact."
-        ),
-    )
-    p.add_argument("--params", metavar="FILE.yaml", help="a plan file in the format of notebooks/plan.yaml")
-    p.add_argument("--only", metavar="01,03", help="run only notebooks whose names start with these prefixes")
-    p.add_argument("--output-root", help="write outputs under this folder instead of outputs/")
-    p.add_argument("--kernel", default="where223", help="Jupyter kernel name (default: where223)")
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, and a description written only when help is shown."""
 
+    def __init__(self, *args: Any, describe: Callable[[], str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        self._describe = describe
 
-def _add_report(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report",
-        help="regenerate outputs/REPORT.md, the reviewer write-up, from the recorded JSON",
-        description="Write outputs/REPORT.md from the records the notebooks left; every number is read from them.",
-    )
-    p.add_argument("--outputs", help="the outputs folder to read and write (default outputs/)")
+    def format_help(self) -> str:
+        if self._describe is not None:
+            self.description = self._describe()
+        return super().format_help()
 
-
-def _add_lint(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "lint",
-        help="check every node's type constraints against ONNX's own operator schemas",
-        description=(
-            "Check every node of an ONNX model (subgraphs included) against its operator schema: "
-            "type parameters bound to different types, and types outside a parameter's allowed set. "
-            "External weight data is never loaded. Exit 0 clean, 1 violations, 2 unreadable input."
-        ),
-    )
-    p.add_argument("model", help="path to an .onnx file")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-def _add_blame(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "blame",
-        help="show the Python source lines that produced an ONNX node",
-        description=(
-            "Print the source locations (file:line and code) recorded in a node's doc_string, as "
-            "torch.onnx.export(verbose=True) stores them. Exit 0 found, 1 no source recorded, "
-            "2 unreadable model or unknown node."
-        ),
-    )
-    p.add_argument("model", help="path to an .onnx file")
-    p.add_argument("node", help="node name, e.g. /transformer/h.0/attn/Where or Where_223")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument(
-        "--all", action="store_true", help="also show torch's nn.Module call and export machinery frames"
-    )
-
-
-def _add_draw(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "draw",
-        help="draw a node's dtype-labelled neighbourhood as PNG and SVG",
-        description="Draw the neighbourhood of a node, every edge labelled by dtype, violations highlighted.",
-    )
-    p.add_argument("model", help="path to an .onnx file")
-    p.add_argument("node", nargs="?", help="centre node (default: the first lint violation)")
-    p.add_argument("--hops", type=int, default=2, help="neighbourhood radius in edges (default 2)")
-    p.add_argument(
-        "--out", default="neighbourhood", help="output path without suffix (default ./neighbourhood)"
-    )
-
-
-def _add_repair(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "repair",
-        help="insert Casts that resolve every type-binding violation, then re-lint and load in ONNX Runtime",
-        description=(
-            "Insert a Cast before each input that breaks a type binding, re-lint the result and check "
-            "that ONNX Runtime loads it. A clean model is never touched. Prints every change made."
-        ),
-    )
-    p.add_argument("input", help="the exported .onnx file")
-    p.add_argument("output", help="where to write the repaired model")
-    p.add_argument(
-        "--to",
-        default="output",
-        help="cast target: 'output' (the type the node's output already has, default) or an ONNX "
-        "type name such as float, float16, bfloat16",
-    )
-
-
-def _add_bench_variants(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bench-variants",
-        help="measure every way of writing GPT-2's scale and mask lines: tracing, numbers, syncs, step time",
-        description=(
-            "For each attention variant: eager logits vs transformers 4.25.1, the export's lint and ONNX "
-            "Runtime verdicts, dtype divergences, Casts, and interleaved training-step times (syncs and "
-            "host-to-device copies on CUDA). Prints the table; writes outputs/variants/variants-DEVICE.json."
-        ),
-    )
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
-    p.add_argument("--amp-dtype", default="auto", help="auto (fp16 on CUDA, bf16 on CPU) | bf16 | fp16")
-    p.add_argument("--preset", default="gpt2", help="model of the training steps: gpt2 (124M) | tiny")
-    p.add_argument("--batch-size", type=int, default=1, help="rows per training step (default 1)")
-    p.add_argument("--seq-len", type=int, default=16, help="tokens per row (default 16)")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per variant (default 20)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed round-robin rounds first (default 2)")
-    p.add_argument("--profile-steps", type=int, default=3, help="profiled steps per variant, CUDA only")
-    p.add_argument("--seed", type=int, default=0, help="model initialisation and synthetic data (default 0)")
-    p.add_argument("--variants", help="comma-separated variant names (default: every measured variant)")
-    p.add_argument("--no-export", action="store_true", help="skip the ONNX export checks")
-    p.add_argument("--out", help="output root (default outputs/); the JSON goes to <out>/variants/")
-
-
-BUILDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
-    "run": _add_run,
-    "report": _add_report,
-    "lint": _add_lint,
-    "blame": _add_blame,
-    "draw": _add_draw,
-    "repair": _add_repair,
-    "bench-variants": _add_bench_variants,
-}
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {printable(message, ERROR_LIMIT)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one subparser per command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="where223",
         description="Reproduce, explain and fix ONNX type-constraint failures such as GPT-2's Where_223.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for build in BUILDERS.values():
-        build(sub)
+    for command in COMMANDS.values():
+        command.add_arguments(sub.add_parser(command.name, help=command.summary(), describe=command.description))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments and dispatch to the subcommand's module."""
-    args = build_parser().parse_args(argv)
-    module_name, function_name = COMMANDS[args.command]
-    function = getattr(importlib.import_module(module_name), function_name)
+    """Parse the arguments, run the command, and turn a usage or file error into one line and exit 2."""
     try:
-        return int(function(args) or 0)
+        args, unknown = build_parser().parse_known_args(argv)
+    except SystemExit as stop:  # --help, or a usage error argparse has already told in one line
+        return stop.code if isinstance(stop.code, int) else 2
+    name = args.command
+    if unknown:
+        _complain(name, f"unrecognized arguments: {' '.join(unknown)} (see where223 {name} --help)")
+        return 2
+    try:
+        return COMMANDS[name].run(args)
     except BrokenPipeError:  # e.g. `where223 lint big.onnx | head`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except UsageError as error:  # one line per problem when it lists several (a plan file's, say)
+        for problem in getattr(error, "problems", None) or [str(error)]:
+            _complain(name, problem)
+    except OSError as error:
+        _complain(name, f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error))
+    return 2
 
 
 if __name__ == "__main__":

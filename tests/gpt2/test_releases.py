@@ -31,7 +31,7 @@ def test_release_side_folders_hold_the_real_releases(release_exports):
         assert stamp["transformers"] == version
         imported = ROOT / stamp["transformers_file"]  # records keep repo-relative paths
         assert imported.is_relative_to(releases.release_dir(version)) and imported.is_file()
-        assert releases.ensure_release(version) == releases.release_dir(version)  # cached: no second install
+        assert releases.installed_release(version) == releases.release_dir(version)  # as make setup left it
 
 
 @pytest.mark.parametrize("name", sorted(releases.RELEASES))

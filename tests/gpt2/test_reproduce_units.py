@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from where223.gpt2 import models, reproduce
+from where223.graph.ort import OrtVerdict
 from where223.pipeline.paths import ROOT, portable
 from where223.pipeline.records import portable_text
 
@@ -17,24 +18,35 @@ GPU_MESSAGE = (
 )
 
 
-def test_parses_the_cpu_form():
-    parsed = reproduce.parse_type_binding(CPU_MESSAGE)
-    assert parsed == reproduce.TypeBindingError(
-        "Where", "T", "/transformer/h.0/attn/Where", ("tensor(float)", "tensor(bfloat16)")
+def test_status_follows_onnx_runtimes_verdict():
+    assert reproduce.status_of(OrtVerdict.WHERE_TYPE_ERROR) == reproduce.REPRODUCED
+    assert reproduce.status_of(OrtVerdict.ACCEPTED) == reproduce.NOT_REPRODUCED
+    others = (OrtVerdict.TYPE_ERROR, OrtVerdict.MISSING_KERNEL, OrtVerdict.OTHER_ERROR)
+    assert {reproduce.status_of(verdict) for verdict in others} == {reproduce.OTHER_ERROR}
+
+
+def _record(tmp_path: Path, caught: BaseException | None) -> dict:
+    settings = reproduce.ReproduceSettings.resolve(
+        path="onnx_export", preset="tiny", device="cpu", amp_dtype="bf16", batch_size=1, seq_len=8, opset=17, seed=0
     )
-    assert reproduce.is_where_type_error(parsed)
+    return reproduce.build_record(settings, tmp_path, caught, 0.0)
 
 
-def test_parses_the_gpu_form():
-    parsed = reproduce.parse_type_binding(GPU_MESSAGE)
-    assert parsed.node == "Where_223"
-    assert parsed.bound_types == ("tensor(float)", "tensor(float16)")
-
-
-def test_other_ops_are_not_the_where_error():
-    message = GPU_MESSAGE.replace("Optype (Where)", "Optype (Add)")
-    assert not reproduce.is_where_type_error(reproduce.parse_type_binding(message))
-    assert reproduce.parse_type_binding("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Gemm(bfloat16)") is None
+def test_record_keeps_status_verdict_and_binding(tmp_path):
+    record = _record(tmp_path, RuntimeError(GPU_MESSAGE))
+    assert (record["status"], record["ort_verdict"]) == ("reproduced", "where_type_error")
+    assert record["error"]["type_binding"] == {
+        "op_type": "Where",
+        "type_parameter": "T",
+        "node": "Where_223",
+        "bound_types": ["tensor(float)", "tensor(float16)"],
+    }
+    assert reproduce.check_outcome(record).startswith("REPRODUCED")
+    other_op = _record(tmp_path, RuntimeError(CPU_MESSAGE.replace("Optype (Where)", "Optype (Add)")))
+    assert (other_op["status"], other_op["ort_verdict"]) == ("other error", "type_error")
+    assert other_op["error"]["type_binding"]["op_type"] == "Add"
+    ran = _record(tmp_path, None)
+    assert (ran["status"], ran["ort_verdict"], ran["error"]) == ("not reproduced", "accepted", None)
 
 
 def test_paths_are_made_portable():

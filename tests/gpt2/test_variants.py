@@ -12,7 +12,9 @@ from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
 
 from where223.gpt2 import models, variants
 from where223.gpt2.export import autocast, export_onnx
-from where223.study.bench import classify_ort
+from where223.graph.lint import FindingKind
+from where223.graph.ort import OrtVerdict
+from where223.study.bench import ort_record
 
 ORIGINALS = (GPT2Attention._attn, GPT2Attention._upcast_and_reordered_attn)
 # Scales that divide by a tensor of the scores' dtype, as 4.25.1 does; the others divide by a Python float.
@@ -140,17 +142,17 @@ def test_4_26_export_has_no_where_conflict_and_passes_the_type_check(exports):
     assert not [v for v in report.violations if v.op_type == "Where"]
     # what is left: torch.full of a traced size exports as ConstantOfShape(bfloat16), which ONNX allows
     # only from opset 20 and ONNX Runtime accepts
-    assert {(v.op_type, v.kind) for v in report.violations} <= {("ConstantOfShape", "type_not_allowed")}
-    verdict = classify_ort(exports["4.26"], "bf16")
-    assert verdict["status"] == "bf16_kernel_missing", verdict["message"]
+    assert {(v.op_type, v.kind) for v in report.violations} <= {("ConstantOfShape", FindingKind.NOT_ALLOWED)}
+    verdict = ort_record(exports["4.26"])
+    assert verdict["status"] == OrtVerdict.MISSING_KERNEL, verdict["message"]
     assert verdict["type_binding"] is None
 
 
 def test_4_25_export_is_refused_for_the_where_types(exports):
-    verdict = classify_ort(exports["4.25"], "bf16")
-    assert verdict["status"] == "type_error"
+    verdict = ort_record(exports["4.25"])
+    assert verdict["status"] == OrtVerdict.WHERE_TYPE_ERROR
     assert verdict["type_binding"]["op_type"] == "Where"
-    assert verdict["type_binding"]["bound_types"] == ("tensor(float)", "tensor(bfloat16)")
+    assert verdict["type_binding"]["bound_types"] == ["tensor(float)", "tensor(bfloat16)"]
 
 
 def test_a_constant_head_size_keeps_the_division_in_bf16_and_the_graph_clean(exports):
@@ -161,4 +163,4 @@ def test_a_constant_head_size_keeps_the_division_in_bf16_and_the_graph_clean(exp
     signature = dict(attention_block_signature(exports["full_const+masked_fill"]))
     assert "ConstantOfShape" not in signature
     assert signature["Div"] == signature["Where"] == ("tensor(bfloat16)",)
-    assert classify_ort(exports["full_const+masked_fill"], "bf16")["status"] == "bf16_kernel_missing"
+    assert ort_record(exports["full_const+masked_fill"])["status"] == OrtVerdict.MISSING_KERNEL

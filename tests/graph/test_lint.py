@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from where223.cli import main
-from where223.graph.lint import BINDING_CONFLICT, NOT_ALLOWED, Binding, lint_model
+from where223.graph.lint import Binding, FindingKind, lint_model
 
 
 def _summary(report):
@@ -21,11 +21,11 @@ def _summary(report):
 def test_reports_every_violation_not_only_the_first(violations_model):
     report = lint_model(violations_model)
     assert _summary(report) == [
-        ("Where_223", "Where", "T", BINDING_CONFLICT, ""),
-        ("Clip_7", "Clip", "T", BINDING_CONFLICT, ""),
-        ("Concat_9", "Concat", "T", BINDING_CONFLICT, ""),
-        ("Where_float_cond", "Where", "B", NOT_ALLOWED, ""),
-        ("then_add", "Add", "T", BINDING_CONFLICT, "If_3/then_branch"),
+        ("Where_223", "Where", "T", FindingKind.BINDING_CONFLICT, ""),
+        ("Clip_7", "Clip", "T", FindingKind.BINDING_CONFLICT, ""),
+        ("Concat_9", "Concat", "T", FindingKind.BINDING_CONFLICT, ""),
+        ("Where_float_cond", "Where", "B", FindingKind.NOT_ALLOWED, ""),
+        ("then_add", "Add", "T", FindingKind.BINDING_CONFLICT, "If_3/then_branch"),
     ]
     # onnx's own checker stops at the first one
     with pytest.raises(onnx.shape_inference.InferenceError, match="Where_223") as caught:
@@ -75,7 +75,7 @@ def test_literal_formal_type():
     ).violations
     assert (violation.node, violation.kind, violation.type_param) == (
         "Reshape_1",
-        NOT_ALLOWED,
+        FindingKind.NOT_ALLOWED,
         "tensor(int64)",
     )
     assert violation.offending == [Binding("input", 1, "shape", "tensor(int32)")]
@@ -211,6 +211,6 @@ def test_nodes_inside_model_local_functions_are_checked():
     report = lint_model(model)
     assert report.inlined_functions == 1 and report.unchecked == {}
     assert [(v.kind, v.op_type, v.type_param) for v in report.violations] == [
-        ("type_binding_conflict", "Where", "T")
+        (FindingKind.BINDING_CONFLICT, "Where", "T")
     ]
     assert "1 model-local function(s) inlined first" in report.format()

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-import papermill
 import pytest
 
-from tests.conftest import load_json, run_notebook
+from tests.conftest import load_json, run_name, run_notebook
 from where223.pipeline.paths import OUTPUTS, ROOT
+from where223.pipeline.run import NotebookFailedError
 
 pytestmark = pytest.mark.slow
 PATHS = ["onnx_export", "ortmodule", "ort_trainer"]
@@ -45,7 +45,7 @@ def test_call_stack_goes_through_the_expected_frames(tiny_run):
 
 def test_committed_outputs_agree_with_the_code(tiny_run):
     path, _, record = tiny_run
-    committed = load_json(OUTPUTS / f"tiny-cpu-bf16-{path}" / "reproduce.json")
+    committed = load_json(OUTPUTS / run_name(path) / "reproduce.json")
     assert committed["status"] == record["status"]
     assert committed["error"]["exception"] == record["error"]["exception"]
     assert committed["error"]["type_binding"] == record["error"]["type_binding"]
@@ -53,7 +53,8 @@ def test_committed_outputs_agree_with_the_code(tiny_run):
 
 
 def test_bad_parameter_fails_the_notebook_with_the_allowed_values(session_outputs: Path):
-    with pytest.raises(papermill.PapermillExecutionError) as caught:
+    with pytest.raises(NotebookFailedError) as caught:
         run_notebook("01_reproduce", session_outputs / "bad", path="torchscript")
     assert "parameter path='torchscript' is not allowed" in str(caught.value)
-    assert (session_outputs / "bad" / "failed" / "01_reproduce__path=torchscript.ipynb").is_file()
+    name = "01_reproduce__path=torchscript"
+    assert (session_outputs / "bad" / "failed" / name / "notebooks" / f"{name}.ipynb").is_file()

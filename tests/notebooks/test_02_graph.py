@@ -2,23 +2,24 @@
 
 import pytest
 
-from tests.conftest import load_json, run_notebook
+from tests.conftest import TINY, load_json, run_name, run_notebook
+from where223.graph.lint import FindingKind
 from where223.pipeline.paths import OUTPUTS
 
 pytestmark = pytest.mark.slow
-RUN = "tiny-cpu-bf16-onnx_export"
+PATH = "onnx_export"
 
 
 @pytest.fixture(scope="module")
 def graph_dir(reproduced, session_outputs):
     reproduced("onnx_export")
-    run_notebook("02_graph", session_outputs, source_run=RUN, hops=1)
-    return session_outputs / RUN / "graph"
+    run_notebook("02_graph", session_outputs, path=PATH, **TINY, hops=1)
+    return session_outputs / run_name(PATH, **TINY) / "graph"
 
 
 def conflicts(lint: dict) -> list[tuple]:
     return [(v["node"], v["type_param"], tuple(b["type"] for b in v["offending"]))
-            for v in lint["violations"] if v["kind"] == "type_binding_conflict"]
+            for v in lint["violations"] if v["kind"] == FindingKind.BINDING_CONFLICT]
 
 
 def test_lint_flags_every_where_including_the_one_ort_named(graph_dir, reproduced):
@@ -53,7 +54,7 @@ def test_figures_are_drawn(graph_dir):
 
 
 def test_committed_graph_records_agree_with_the_code(graph_dir):
-    committed = OUTPUTS / RUN / "graph"
+    committed = OUTPUTS / run_name(PATH) / "graph"
     assert conflicts(load_json(committed / "lint.json")) == conflicts(load_json(graph_dir / "lint.json"))
     fresh, kept = load_json(graph_dir / "divergence.json"), load_json(committed / "divergence.json")
     assert [(d["line"], d["graph_node"]) for d in kept["divergences"]] == [
@@ -65,7 +66,7 @@ def test_netron_is_embedded_from_loopback_and_stopped(reproduced, session_output
     import socket
 
     reproduced("onnx_export")
-    executed = run_notebook("02_graph", session_outputs, source_run=RUN, hops=1, show_netron=True)
+    executed = run_notebook("02_graph", session_outputs, path=PATH, **TINY, hops=1, show_netron=True)
     urls = set(re.findall(r"http://127\.0\.0\.1:(\d+)", executed.read_text()))
     assert len(urls) == 1, urls
     with pytest.raises(OSError):

@@ -2,18 +2,19 @@
 
 import pytest
 
-from tests.conftest import load_json, run_notebook
+from tests.conftest import TINY, load_json, run_name, run_notebook
+from where223.gpt2.runs import fix_name
 from where223.pipeline.paths import OUTPUTS
 
 pytestmark = pytest.mark.slow
-RUN = "tiny-cpu-bf16-onnx_export"
+PATH, VARIANT = "onnx_export", "4.26"
 
 
 @pytest.fixture(scope="module")
 def verification(reproduced, session_outputs):
     reproduced("onnx_export")
-    run_notebook("03_fix_and_verify", session_outputs, source_run=RUN, train_steps=2, hops=1)
-    return load_json(session_outputs / RUN / "fix-4.26" / "verification.json")
+    run_notebook("03_fix_and_verify", session_outputs, path=PATH, **TINY, variant=VARIANT, fp32_steps=2, hops=1)
+    return load_json(session_outputs / run_name(PATH, **TINY) / fix_name(VARIANT) / "verification.json")
 
 
 def by_name(record: dict) -> dict[str, dict]:
@@ -46,7 +47,7 @@ def test_fix_removes_the_where_divergence_and_leaves_the_scale(verification):
 
 
 def test_committed_verification_agrees_with_the_code(verification):
-    committed = load_json(OUTPUTS / RUN / "fix-4.26" / "verification.json")
+    committed = load_json(OUTPUTS / run_name(PATH) / fix_name(VARIANT) / "verification.json")
     assert {n: c["verdict"] for n, c in by_name(committed).items()} == {
         n: c["verdict"] for n, c in by_name(verification).items()}
     assert {n: c["value"] for n, c in by_name(committed).items() if n.startswith("path:")} == {

@@ -9,8 +9,10 @@ import nbformat
 import pytest
 
 from tests.conftest import load_json, run_notebook
+from where223.graph.ort import OrtVerdict
+from where223.pipeline.notebooks import is_clean
 from where223.pipeline.paths import NOTEBOOKS
-from where223.study import bench
+from where223.study import bench, ranking
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +28,7 @@ def test_source_notebook_is_clean_and_parameterised():
     notebook = nbformat.read(NOTEBOOKS / "04_variants.ipynb", as_version=4)
     assert notebook.metadata.kernelspec.name == "where223"
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    assert is_clean(notebook)
     assert "import" in code[0].source and "tags" not in code[0].metadata
     assert code[1].metadata.get("tags") == ["parameters"]
     assert sum("parameters" in cell.metadata.get("tags", []) for cell in notebook.cells) == 1
@@ -40,16 +42,16 @@ def test_records_every_measured_variant_with_its_environment(tiny_run):
     assert set(record["variants"]) == set(bench.MEASURED)
     assert record["settings"]["preset"] == "tiny" and record["settings"]["steps"] == 2
     assert record["environment"]["device"] == "cpu"
-    for row in bench.table_rows(record):
-        assert set(row) == {key for key, _ in bench.COLUMNS}
-        assert row["syncs_per_step"] == bench.NOT_MEASURED
+    for row in ranking.table_rows(record):
+        assert set(row) == {key for key, _ in ranking.COLUMNS}
+        assert row["syncs_per_step"] == ranking.NOT_MEASURED
 
 
 def test_recorded_verdicts(tiny_run):
     _, record, _ = tiny_run
     rows = record["variants"]
     assert all(row["eager_equal"] for row in rows.values())  # tiny: head size 16, exact in bf16
-    assert rows["4.25"]["ort"]["status"] == "type_error"
+    assert rows["4.25"]["ort"]["status"] == OrtVerdict.WHERE_TYPE_ERROR
     assert rows["4.24"]["trace_correct"] and rows["4.26"]["trace_correct"]
     assert rows["4.24"]["host_tensors_per_forward"] == 2 * rows["4.25"]["host_tensors_per_forward"]
     best = record["recommendation"]["variant"]

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from where223.cli import build_parser
+from where223.cli import BenchVariants, build_parser
 from where223.gpt2 import variants
+from where223.graph.ort import OrtVerdict
 from where223.pipeline.params import ParameterError
-from where223.study import bench
+from where223.study import bench, ranking
 
 SUBSET = ("4.25", "4.26", "float+where_scalar", "float_cast+masked_fill")
 
@@ -45,10 +46,10 @@ def test_record_is_written_atomically_with_environment_and_every_field(tiny_reco
     assert torch.__version__.startswith(on_disk["environment"]["packages"]["torch"])
     assert set(on_disk["variants"]) == set(SUBSET)
     assert not list(path.parent.glob(".*.tmp"))
-    for row in bench.table_rows(on_disk):
-        assert set(row) == {key for key, _ in bench.COLUMNS}
+    for row in ranking.table_rows(on_disk):
+        assert set(row) == {key for key, _ in ranking.COLUMNS}
         assert "not exported" not in row.values()
-        assert row["syncs_per_step"] == row["h2d_copies_per_step"] == bench.NOT_MEASURED
+        assert row["syncs_per_step"] == row["h2d_copies_per_step"] == ranking.NOT_MEASURED
 
 
 def test_verdicts_are_computed(tiny_record):
@@ -57,8 +58,8 @@ def test_verdicts_are_computed(tiny_record):
         assert isinstance(row["eager_equal"], bool) and isinstance(row["eager_equal_probe"], bool)
         assert len(row["step_times_s"]) == 2
     assert rows["4.25"]["step_time_ratio"] == rows["4.25"]["paired_ratio"] == 1.0
-    assert rows["4.25"]["ort"]["status"] == "type_error" and rows["4.25"]["where_type_conflict"]
-    assert rows["4.26"]["trace_correct"] and rows["4.26"]["ort"]["status"] == "bf16_kernel_missing"
+    assert rows["4.25"]["ort"]["status"] == OrtVerdict.WHERE_TYPE_ERROR and rows["4.25"]["where_type_conflict"]
+    assert rows["4.26"]["trace_correct"] and rows["4.26"]["ort"]["status"] == OrtVerdict.MISSING_KERNEL
     # torch.where with a Python scalar exports the fill value as double: a new way to break the Where
     scalar = rows["float+where_scalar"]["ort"]["type_binding"]
     assert scalar["op_type"] == "Where" and "tensor(double)" in scalar["bound_types"]
@@ -75,7 +76,7 @@ def test_recommendation_comes_from_the_rows(tiny_record):
 
 
 def test_table_prints_every_variant_and_the_recommendation(tiny_record):
-    text = bench.format_table(tiny_record)
+    text = ranking.format_table(tiny_record)
     assert all(name in text for name in SUBSET)
     assert f"recommended: {tiny_record['recommendation']['variant']}" in text
 
@@ -84,15 +85,15 @@ def _row(**overrides) -> dict:
     row = {
         "eager_equal": True,
         "eager_equal_probe": True,
-        "ort": {"status": "bf16_kernel_missing"},
+        "ort": {"status": OrtVerdict.MISSING_KERNEL},
         "where_type_conflict": False,
         "lint_clean": True,
         "lint_violations": [],
         "divergences": 0,
         "attention_casts": 3,
         "host_tensors_per_forward": 0,
-        "syncs_per_step": bench.NOT_MEASURED,
-        "h2d_copies_per_step": bench.NOT_MEASURED,
+        "syncs_per_step": ranking.NOT_MEASURED,
+        "h2d_copies_per_step": ranking.NOT_MEASURED,
         "step_time_ratio": 1.0,
         "paired_ratio": 1.0,
     }
@@ -101,7 +102,7 @@ def _row(**overrides) -> dict:
 
 def test_ranking_puts_numbers_and_tracing_before_speed():
     rows = {
-        "4.25": _row(ort={"status": "type_error"}, where_type_conflict=True, lint_clean=False),
+        "4.25": _row(ort={"status": OrtVerdict.WHERE_TYPE_ERROR}, where_type_conflict=True, lint_clean=False),
         "fast_but_different": _row(eager_equal=False, paired_ratio=0.5),
         "diverging": _row(divergences=2, paired_ratio=0.9),
         "copying": _row(host_tensors_per_forward=12),
@@ -109,7 +110,7 @@ def test_ranking_puts_numbers_and_tracing_before_speed():
         "clean_but_inexact_on_the_probe": _row(eager_equal_probe=False, paired_ratio=0.8),
         "clean_twin": _row(paired_ratio=1.02),
     }
-    recommendation = bench.recommend(rows, "gpt2")
+    recommendation = ranking.recommend(rows, "gpt2", 64)
     assert recommendation["ranking"] == [
         "clean",
         "clean_twin",
@@ -136,7 +137,7 @@ def test_cuda_sync_cost_counts_syncs_and_host_to_device_copies():
         "h2d_copies": 1,
         "kernel_launches": 1,
     }
-    assert bench.sync_cost(_row(syncs_per_step=2.0, h2d_copies_per_step=1.0, host_tensors_per_forward=9)) == 3.0
+    assert ranking.sync_cost(_row(syncs_per_step=2.0, h2d_copies_per_step=1.0, host_tensors_per_forward=9)) == 3.0
 
 
 def test_host_tensor_counter_counts_what_a_gpu_would_copy():
@@ -161,5 +162,5 @@ def test_export_columns_can_come_from_an_earlier_record(tiny_record, tmp_path):
 
 def test_cli_parses_bench_variants():
     args = build_parser().parse_args(["bench-variants", "--device", "cpu", "--preset", "tiny", "--steps", "3"])
-    settings = bench.settings_from(args)
+    settings = BenchVariants.study_settings(args)
     assert (settings.device, settings.preset, settings.steps, settings.variants) == ("cpu", "tiny", 3, bench.MEASURED)

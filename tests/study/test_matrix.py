@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from where223.graph.ort import OrtVerdict
 from where223.pipeline import paths, records
-from where223.study import matrix, matrix_cell, matrix_figure
+from where223.study import matrix, matrix_analysis, matrix_cell, matrix_figure
 
 ORT_WHERE = (
     "[ONNXRuntimeError] : 1 : FAIL : Load model from /tmp/m.onnx failed:Type Error: Type parameter (T) of "
@@ -34,28 +36,64 @@ def _error(message: str, stage: str = "load") -> dict[str, Any]:
     return {"stage": stage, "type": "onnxruntime.Fail", "message": message, "causes": []}
 
 
-def test_parse_where_binding() -> None:
-    binding = matrix_cell.parse_type_binding(ORT_WHERE)
-    assert binding == {
+def test_where_binding_is_recorded_with_element_and_onnx_types() -> None:
+    record: dict[str, Any] = {}
+    matrix_cell.record_failure(record, _error(ORT_WHERE))
+    assert record["outcome"] == OrtVerdict.WHERE_TYPE_ERROR
+    assert record["where_error"] == {
         "op_type": "Where",
         "param": "T",
         "node": "/model/transformer/h.0/attn/Where",
         "types": ["float", "bfloat16"],
         "onnx_types": ["tensor(float)", "tensor(bfloat16)"],
+        "message": ORT_WHERE,
     }
-    assert matrix_cell.parse_type_binding(ORT_NO_KERNEL) is None
 
 
-def test_classify_where_other_op_and_causes() -> None:
-    outcome, binding = matrix_cell.classify(_error(ORT_WHERE))
-    assert outcome == "where_type_error" and binding is not None and binding["message"] == ORT_WHERE
-    error = _error(ORT_MUL)
-    outcome, binding = matrix_cell.classify(error)
-    assert (outcome, binding) == ("other_error", None)
-    assert error["type_binding"]["op_type"] == "Mul"
-    wrapped = _error("export failed")
-    wrapped["causes"] = [{"type": "Fail", "message": ORT_WHERE}]
-    assert matrix_cell.classify(wrapped)[0] == "where_type_error"
+def test_other_refusals_get_their_own_verdict() -> None:
+    record: dict[str, Any] = {}
+    matrix_cell.record_failure(record, _error(ORT_MUL))
+    assert record["outcome"] == OrtVerdict.TYPE_ERROR and "where_error" not in record
+    assert record["error"]["type_binding"]["op_type"] == "Mul"
+    assert matrix_cell.classify(_error(ORT_COMPLEX)).verdict == OrtVerdict.TYPE_ERROR
+    assert matrix_cell.classify(_error(ORT_NO_KERNEL)).verdict == OrtVerdict.MISSING_KERNEL
+    assert matrix_cell.classify(_error("export failed")).verdict == OrtVerdict.OTHER_ERROR
+
+
+def test_the_where_error_in_a_cause_outranks_the_others() -> None:
+    wrapped = _error(ORT_NO_KERNEL)
+    wrapped["causes"] = [{"type": "Fail", "message": ORT_MUL}, {"type": "Fail", "message": ORT_WHERE}]
+    judgement = matrix_cell.classify(wrapped)
+    assert (judgement.verdict, judgement.message) == (OrtVerdict.WHERE_TYPE_ERROR, ORT_WHERE)
+
+
+def _misfiled(cells: list[dict[str, Any]]) -> list[str]:
+    """Cells whose outcome is not in the vocabulary, or not the verdict their recorded error states."""
+    refusals = set(OrtVerdict) - {OrtVerdict.ACCEPTED}
+    return [
+        c["cell"]
+        for c in cells
+        if c["outcome"] not in matrix.OUTCOMES
+        or (c["outcome"] in refusals and matrix_cell.classify(c["error"]).verdict != c["outcome"])
+    ]
+
+
+def test_committed_cells_are_filed_under_the_verdict_their_error_states() -> None:
+    committed = records.read_json(COMMITTED)
+    cells = matrix.load_cells(COMMITTED.parent)
+    assert len(cells) == len(committed["cells"]) > 0
+    assert _misfiled(cells) == [] and _misfiled(committed["cells"]) == []
+    assert committed["counts"] == dict(Counter(c["outcome"] for c in cells))
+
+
+def test_misfiled_cells_are_caught() -> None:
+    cells = [
+        _cell("2.1.2", "4.22.0", "torchscript", "other_error", error=_error(ORT_NO_KERNEL)),  # filed before
+        _cell("2.1.2", "4.23.1", "torchscript", "bf16_kernel_missing", error=_error(ORT_NO_KERNEL)),
+        _cell("2.1.2", "4.24.0", "torchscript", OrtVerdict.MISSING_KERNEL, error=_error(ORT_NO_KERNEL)),
+        _cell("2.1.2", "4.25.1", "torchscript", "not_applicable", reason="no dynamo exporter"),
+    ]
+    assert _misfiled(cells) == ["2.1.2-4.22.0-torchscript", "2.1.2-4.23.1-torchscript"]
 
 
 def test_describe_error_keeps_type_message_and_cause() -> None:
@@ -99,7 +137,7 @@ def _write(out_dir: Path, cell: dict[str, Any]) -> None:
 
 
 def test_is_done_treats_not_run_as_pending(tmp_path: Path) -> None:
-    done = _cell("2.1.2", "4.25.1", "torchscript", "other_error", error=_error(ORT_NO_KERNEL))
+    done = _cell("2.1.2", "4.25.1", "torchscript", OrtVerdict.MISSING_KERNEL, error=_error(ORT_NO_KERNEL))
     pending = _cell("2.1.2", "4.26.0", "torchscript", "not_run", reason="deadline")
     _write(tmp_path, done)
     _write(tmp_path, pending)
@@ -165,29 +203,40 @@ def test_aggregate_axes_counts_and_envs(tmp_path: Path) -> None:
 
 
 def test_labels_and_conclusions() -> None:
-    where = matrix_cell.classify(_error(ORT_WHERE))[1]
+    where = _cell("2.1.2", "4.25.1", "torchscript", "not_run")
+    matrix_cell.record_failure(where, _error(ORT_WHERE))
     cells = [
-        _cell("2.1.2", "4.25.1", "torchscript", "where_type_error", where_error=where),
-        _cell("2.2.2", "4.25.1", "torchscript", "other_error", error=_error(ORT_NO_KERNEL)),
-        _cell("2.1.2", "4.26.0", "torchscript", "accepted"),
+        where,
+        _cell("2.2.2", "4.25.1", "torchscript", OrtVerdict.MISSING_KERNEL, error=_error(ORT_NO_KERNEL)),
+        _cell("2.1.2", "4.26.0", "torchscript", OrtVerdict.ACCEPTED),
     ]
-    assert matrix_figure.cell_label(cells[0]) == "Where\nfp32 vs bf16"
-    assert matrix_figure.cell_label(cells[1]) == "load: no kernel\nGemm(13)"
-    complex_cell = _cell("2.2.2", "4.26.0", "torchscript", "other_error", error=_error(ORT_COMPLEX))
-    assert matrix_figure.cell_label(complex_cell) == "load: Add\ncomplex128 input invalid"
+    assert matrix_analysis.cell_label(cells[0]) == "Where\nfp32 vs bf16"
+    assert matrix_analysis.cell_label(cells[1]) == "load: no kernel\nGemm(13)"
+    complex_cell = _cell("2.2.2", "4.26.0", "torchscript", OrtVerdict.TYPE_ERROR, error=_error(ORT_COMPLEX))
+    assert matrix_analysis.cell_label(complex_cell) == "load: Add\ncomplex128 input invalid"
+    legend = matrix_figure.colours({"cells": [*cells, complex_cell]})
+    assert list(legend) == [
+        "accepted",
+        "where_type_error",
+        "missing_kernel: load: no kernel Gemm(13)",
+        "type_error: load: Add complex128 input invalid",
+    ]
+    assert len(set(legend.values())) == 4
+    assert matrix_figure.cell_colour(complex_cell, legend) == legend["type_error: load: Add complex128 input invalid"]
     data = {
         "axes": {
             "torch": ["2.1.2", "2.2.2"],
             "transformers": ["4.25.1", "4.26.0"],
             "exporter": ["torchscript"],
         },
-        "counts": {"where_type_error": 1, "other_error": 1, "accepted": 1},
+        "counts": {"where_type_error": 1, "missing_kernel": 1, "accepted": 1},
         "cells": cells,
     }
-    text = "\n".join(matrix_figure.conclusions(data))
+    text = "\n".join(matrix_analysis.conclusions(data))
     assert "fail with the Where type error: torch 2.1.2 with transformers 4.25.1" in text
     assert "accepted (exported, loaded and run): torch 2.1.2 with transformers 4.26.0" in text
     assert "torch 2.2.2, transformers 4.25.1 (Where error on other torch): load: no kernel Gemm(13)" in text
+    assert "pass onnxruntime's type check but have no CPU kernel: Gemm(13) (1 cells)" in text
 
 
 @pytest.mark.slow
@@ -221,7 +270,37 @@ def test_notebook_runs_on_committed_data(tmp_path: Path) -> None:
 
 
 def test_source_notebook_is_clean() -> None:
+    import nbformat
+
+    from where223.pipeline.notebooks import is_clean
+
     nb = json.loads((paths.NOTEBOOKS / "05_matrix.ipynb").read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(not c["outputs"] and c["execution_count"] is None for c in code)
+    assert is_clean(nbformat.read(paths.NOTEBOOKS / "05_matrix.ipynb", as_version=4))
     assert "parameters" in code[1]["metadata"].get("tags", [])
+
+
+def test_a_cell_record_is_replaced_only_by_a_complete_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = matrix.cell_path("2.1.2-4.25.1-torchscript", tmp_path)
+    previous = _cell("2.1.2", "4.25.1", "torchscript", "where_type_error")
+    _write(tmp_path, previous)
+    published = out.read_bytes()
+
+    def interrupted(cmd: list[str], **kwargs: Any) -> Any:
+        written = Path(cmd[cmd.index("--out") + 1])
+        written.write_text('{"cell": "half')  # the cell had begun its record
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(matrix.subprocess, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        matrix.run_cell(Path(sys.executable), tmp_path, "2.1.2", "4.25.1", "torchscript", out, 60, work_root=tmp_path)
+    assert out.read_bytes() == published  # an interrupted --force rerun keeps the cell a resumed sweep skips
+    assert matrix.is_done(out)
+
+    def completed(cmd: list[str], **kwargs: Any) -> Any:
+        records.write_json(cmd[cmd.index("--out") + 1], _cell("2.1.2", "4.25.1", "torchscript", "accepted"))
+        return matrix.subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(matrix.subprocess, "run", completed)  # control: a complete cell replaces the record
+    matrix.run_cell(Path(sys.executable), tmp_path, "2.1.2", "4.25.1", "torchscript", out, 60, work_root=tmp_path)
+    assert records.read_json(out)["outcome"] == "accepted" and "wall_s" in records.read_json(out)

@@ -22,8 +22,9 @@ from torch.overrides import TorchFunctionMode
 
 from where223.gpt2.export import autocast
 from where223.graph.blame import parse_stack
+from where223.graph.dtypes import short_type
 from where223.graph.loading import load_model
-from where223.graph.types import model_types, short_type
+from where223.graph.types import model_types
 from where223.pipeline.paths import ROOT, portable
 
 _TORCH_DIR = str(Path(torch.__file__).parent)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from where223.pipeline.records import atomic_path
+
 # Jupyter runs each cell from /tmp/ipykernel_<pid>/<hash of the code>.py: the pid changes every run.
 _KERNEL_CELL = re.compile(r"/tmp/ipykernel_\d+/")
 AMP_DTYPES: dict[str, torch.dtype | None] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
@@ -65,19 +67,21 @@ def export_onnx(
     # A trailing dict is passed as keyword arguments (GPT-2's second positional is past_key_values).
     args = (batch["input_ids"].to(device), {"attention_mask": batch["attention_mask"].to(device)})
     model = model.to(device)
-    with autocast(device, amp_dtype), output_to(out.with_suffix(".log")):
-        torch.onnx.export(
-            model,
-            args,
-            str(out),
-            input_names=["input_ids", "attention_mask"],
-            output_names=["logits"],
-            opset_version=opset,
-            training=torch.onnx.TrainingMode.TRAINING,
-            do_constant_folding=False,
-            verbose=True,
-        )
-    return stable_doc_strings(out)
+    with atomic_path(out) as partial:  # readers of `out` never see a half-written model
+        with autocast(device, amp_dtype), output_to(out.with_suffix(".log")):
+            torch.onnx.export(
+                model,
+                args,
+                str(partial),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["logits"],
+                opset_version=opset,
+                training=torch.onnx.TrainingMode.TRAINING,
+                do_constant_folding=False,
+                verbose=True,
+            )
+        stable_doc_strings(partial)
+    return out
 
 
 def stable_doc_strings(path: str | Path) -> Path:
@@ -95,14 +99,6 @@ def stable_doc_strings(path: str | Path) -> Path:
             node.doc_string = _KERNEL_CELL.sub("<ipykernel>/", node.doc_string)
             changed = True
     if changed:
-        onnx.save(model, str(path))
+        with atomic_path(path) as partial:
+            onnx.save(model, str(partial))
     return Path(path)
-
-
-def load_in_onnxruntime(path: str | Path):
-    """Create an onnxruntime.InferenceSession on CPU; raises ONNX Runtime's own error if it refuses the graph."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

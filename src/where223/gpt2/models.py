@@ -95,3 +95,8 @@ def example_batch(dataset: torch.utils.data.Dataset, batch_size: int) -> dict[st
     """The first `batch_size` examples stacked into one batch."""
     rows = [dataset[i] for i in range(batch_size)]
     return {key: torch.stack([row[key] for row in rows]) for key in rows[0]}
+
+
+def first_batch(name: str, batch_size: int, seq_len: int, vocab_size: int, seed: int) -> dict[str, torch.Tensor]:
+    """The first `batch_size` examples of dataset `name` as one batch (the example batch of every run)."""
+    return example_batch(load_dataset(name, batch_size, seq_len, vocab_size, seed), batch_size)

@@ -1,16 +1,20 @@
 """Real transformers releases beside the pinned one, and the attention block of their exported graphs.
 
 A historic variant of `where223.gpt2.variants` claims to write GPT-2 attention as a release did. The claim is
-checked against the release itself: `ensure_release` installs the pure-Python wheel (no dependencies) into
-`.cache/transformers/<version>`, `export_with_release` exports the tiny model in a subprocess whose
-PYTHONPATH puts that folder first (same settings as `export.export_onnx`: training mode, opset 17, bf16
-autocast on CPU, weights from the same seed), and `attention_block_signature` reduces a graph to what the
-variants change.
+checked against the release itself: `make setup` installs each pure-Python wheel (no dependencies) into
+`.cache/transformers/<version>` (`python -m where223.gpt2.releases --install`; nothing is installed at
+notebook time), `export_with_release` exports the tiny model in a subprocess whose PYTHONPATH puts that folder
+first (same settings as `export.export_onnx`: training mode, opset 17, bf16 autocast on CPU, weights from the
+same seed), and `attention_block_signature` reduces a graph to what the variants change.
 
 The signature covers the nodes of `/transformer/h.<layer>/attn/` from the scores MatMul through the Softmax,
 in graph order: both lines the variants rewrite (scale and mask) lie there, and so do every Cast and
 Constant they add; the projections around it are the same code in every release and would only lengthen
 the comparison. `whole_block=True` takes every node of the attention module instead.
+
+`python -m where223.gpt2.releases` is a worker entry point, not a `where223` command: an export with a release
+needs a fresh interpreter whose sys.path puts that release's transformers before the pinned one, which no
+command of an already running process can give.
 """
 
 from __future__ import annotations
@@ -23,32 +27,52 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from where223.gpt2 import runs
+from where223.pipeline.installer import Installer
+from where223.pipeline.installer import choose as choose_installer
 from where223.pipeline.paths import CACHE
+
+if TYPE_CHECKING:
+    import torch
+
+    from where223.gpt2.reproduce import ReproduceSettings
 
 RELEASES: dict[str, str] = {"4.24": "4.24.0", "4.25": "4.25.1", "4.26": "4.26.0"}
 RELEASES_DIR: Path = CACHE / "transformers"
 EXPORTS_DIR: Path = RELEASES_DIR / "exports"
-EXPORT_SETTINGS: dict[str, object] = {
-    "preset": "tiny",
-    "seed": 0,
-    "batch_size": 2,
-    "seq_len": 8,
-    "opset": 17,
+# The parameters of every release and variant export: a reproduction run's, read by `export_settings`.
+EXPORT_SETTINGS: dict[str, str | int] = {
+    **runs.DEFAULTS,
+    "path": "onnx_export",
     "device": "cpu",
     "amp_dtype": "bf16",
+    "seq_len": 8,
 }
 
 Signature = list[tuple[str, tuple[str, ...]]]
 
 
 def release_dir(version: str) -> Path:
-    """The side folder of one transformers release (exists once `ensure_release` has run)."""
+    """The side folder of one transformers release (`make setup` installs it)."""
     return RELEASES_DIR / version
 
 
-def ensure_release(version: str) -> Path:
-    """Install transformers `version` with `pip install --no-deps --target` into its side folder, once.
+class ReleaseMissingError(RuntimeError):
+    """A release's side folder is not there: `make setup` installs it."""
+
+
+def installed_release(version: str) -> Path:
+    """The side folder of transformers `version` as `make setup` left it; a one-line error when it is missing."""
+    target = release_dir(version)
+    if not (target / "transformers" / "__init__.py").is_file():
+        raise ReleaseMissingError(f"transformers {version} is missing from {target}: run `make setup` to install it")
+    return target
+
+
+def install_release(version: str, installer: Installer) -> Path:
+    """Install transformers `version` with `--no-deps --target` into its side folder, unless it is there.
 
     The wheel goes to a temporary folder first and is renamed into place, so an interrupted or concurrent
     install never leaves a half-filled side folder behind.
@@ -59,10 +83,17 @@ def ensure_release(version: str) -> Path:
     RELEASES_DIR.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=RELEASES_DIR, prefix=f".{version}."))
     try:
-        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(staging)]
-        result = subprocess.run([*pip, f"transformers=={version}"], capture_output=True, text=True, check=False)
+        command = installer.install(sys.executable, "-q", "--no-deps", "--target", str(staging))
+        result = subprocess.run(
+            [*command, f"transformers=={version}"],
+            capture_output=True,
+            text=True,
+            env=installer.environment(),
+            check=False,
+        )
         if result.returncode != 0:
-            raise RuntimeError(f"pip install transformers=={version} failed:\n{result.stderr[-2000:]}")
+            why = result.stderr[-2000:]
+            raise RuntimeError(f"{installer.command_name} transformers=={version} failed:\n{why}")
         if not (target / "transformers" / "__init__.py").is_file():
             shutil.rmtree(target, ignore_errors=True)
             os.replace(staging, target)
@@ -73,7 +104,7 @@ def ensure_release(version: str) -> Path:
 
 def release_environment(version: str) -> dict[str, str]:
     """The environment of a subprocess that imports transformers `version` from its side folder."""
-    side = str(ensure_release(version))
+    side = str(installed_release(version))
     inherited = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": side + (os.pathsep + inherited if inherited else "")}
 
@@ -82,8 +113,7 @@ def release_export_path(version: str) -> Path:
     """Where the export of the tiny model with release `version` is cached (named by torch's version)."""
     import torch
 
-    settings = "-".join(str(value) for value in EXPORT_SETTINGS.values())
-    return EXPORTS_DIR / f"transformers-{version}-torch-{torch.__version__}-{settings}.onnx"
+    return EXPORTS_DIR / f"transformers-{version}-torch-{torch.__version__}-{runs.run_name(EXPORT_SETTINGS)}.onnx"
 
 
 def export_with_release(version: str, timeout_s: int = 600) -> Path:
@@ -101,23 +131,19 @@ def export_with_release(version: str, timeout_s: int = 600) -> Path:
     return out
 
 
-def _settings_model_and_batch():
-    """The model (training mode) and batch of EXPORT_SETTINGS, with whichever transformers is imported."""
-    from where223.gpt2 import models
+def export_settings() -> ReproduceSettings:
+    """EXPORT_SETTINGS as checked reproduction settings (they build the model and batch every export uses)."""
+    from where223.gpt2.reproduce import ReproduceSettings
 
-    s = EXPORT_SETTINGS
-    model = models.build_model(str(s["preset"]), int(s["seed"]))
-    model.train()
-    vocab = model.config.vocab_size
-    dataset = models.load_dataset("synthetic", int(s["batch_size"]), int(s["seq_len"]), vocab, int(s["seed"]))
-    return model, models.example_batch(dataset, int(s["batch_size"]))
+    return ReproduceSettings.from_parameters(EXPORT_SETTINGS)
 
 
-def _export(model, batch, out: str | Path) -> Path:
+def _export(settings: ReproduceSettings, model: torch.nn.Module, out: str | Path) -> Path:
+    """Export `model` in training mode on the settings' batch, opset, device and precision."""
     from where223.gpt2.export import export_onnx
 
-    s = EXPORT_SETTINGS
-    return export_onnx(model, batch, out, int(s["opset"]), str(s["device"]), str(s["amp_dtype"]))
+    batch = settings.build_batch()
+    return export_onnx(model.train(), batch, out, settings.opset, settings.device, settings.amp_dtype)
 
 
 def _export_here(expect: str, out: Path) -> None:
@@ -128,7 +154,8 @@ def _export_here(expect: str, out: Path) -> None:
 
     if transformers.__version__ != expect:
         raise SystemExit(f"expected transformers {expect}, imported {transformers.__version__}")
-    _export(*_settings_model_and_batch(), out)
+    settings = export_settings()
+    _export(settings, settings.build_model(), out)
     stamp = {"transformers": transformers.__version__, "transformers_file": transformers.__file__}
     write_json(out.with_suffix(".json"), {**stamp, **EXPORT_SETTINGS})
 
@@ -137,9 +164,10 @@ def export_with_variant(name: str, out: str | Path) -> Path:
     """Export the tiny model with the pinned transformers patched to variant `name`, same settings."""
     from where223.gpt2.variants import patched_attention
 
-    model, batch = _settings_model_and_batch()
+    settings = export_settings()
+    model = settings.build_model()
     with patched_attention(name):
-        return _export(model, batch, out)
+        return _export(settings, model, out)
 
 
 def attention_block_signature(onnx_path: str | Path, layer: int = 0, whole_block: bool = False) -> Signature:
@@ -172,11 +200,20 @@ def cast_count(onnx_path: str | Path, layer: int = 0) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m where223.gpt2.releases --expect VERSION --out FILE.onnx` (run by `export_with_release`)."""
+    """`python -m where223.gpt2.releases --expect VERSION --out FILE.onnx` (run by `export_with_release`);
+    `--install` installs the side folders of RELEASES that are missing (run by `scripts/setup-env.sh`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--expect", required=True, help="the transformers version the import must find")
-    parser.add_argument("--out", required=True, type=Path, help="where to write the ONNX file")
+    parser.add_argument("--install", action="store_true", help="install every missing release side folder")
+    parser.add_argument("--expect", help="the transformers version the import must find")
+    parser.add_argument("--out", type=Path, help="where to write the ONNX file")
     args = parser.parse_args(argv)
+    if args.install:
+        installer = choose_installer()
+        for version in RELEASES.values():
+            print(f"transformers {version}: {install_release(version, installer)}")
+        return 0
+    if not (args.expect and args.out):
+        parser.error("--expect and --out are required (or --install)")
     _export_here(args.expect, args.out)
     print(json.dumps({"out": str(args.out)}))
     return 0

@@ -10,41 +10,36 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import torch
+from transformers import GPT2ForSequenceClassification
 
-from where223.gpt2 import models
-from where223.gpt2.export import autocast, export_onnx, load_in_onnxruntime, output_to, stable_doc_strings
+from where223.gpt2 import models, runs
+from where223.gpt2.export import autocast, export_onnx, output_to, stable_doc_strings
+from where223.graph.ort import OrtVerdict, judge_message, load_session
 from where223.pipeline import environment
-from where223.pipeline.params import check_choice, check_range, resolve_amp_dtype, resolve_device
-from where223.pipeline.paths import portable, run_name
+from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
+from where223.pipeline.paths import portable
 from where223.pipeline.records import portable_text
 
-PATHS = ("ort_trainer", "ortmodule", "onnx_export")
+PATHS = runs.PATHS
 OPSETS = (14, 15, 16, 17)
 EXPORTED_MODEL = "model.onnx"
 ORTMODULE_EXPORT = "ortmodule_torch_exported_training.onnx"
-
-# ONNX Runtime's wording, e.g. "Type parameter (T) of Optype (Where) bound to different types
-# (tensor(float) and tensor(float16) in node (Where_223)." (its parentheses do not balance).
-TYPE_BINDING = re.compile(
-    r"Type parameter \((?P<type_parameter>[^)]+)\) of Optype \((?P<op_type>[^)]+)\) "
-    r"bound to different types \((?P<type_a>tensor\([^)]+\)) and (?P<type_b>tensor\([^)]+\))\)? "
-    r"in node \((?P<node>[^)]*)\)"
-)
+# The record's status, from ONNX Runtime's verdict on what the path ran (notebooks and report read it).
+REPRODUCED, NOT_REPRODUCED, OTHER_ERROR = "reproduced", "not reproduced", "other error"
 
 
 @dataclass(frozen=True)
 class ReproduceSettings:
-    """Resolved parameters of one reproduction run."""
+    """Resolved parameters of one reproduction run; they build its model, data and batch, and name its folder."""
 
     path: str
     preset: str
@@ -90,37 +85,44 @@ class ReproduceSettings:
             train_steps=check_range("train_steps", train_steps, 1, 10_000),
         )
 
+    @classmethod
+    def from_parameters(cls, parameters: Mapping[str, Any]) -> ReproduceSettings:
+        """The settings of a record's `parameters`: every field, each of its declared type, checked again."""
+        types = get_type_hints(cls)
+        unknown, missing = sorted(set(parameters) - set(types)), sorted(set(types) - set(parameters))
+        if unknown or missing:
+            raise ParameterError(f"reproduction parameters: unknown {unknown}, missing {missing}")
+        for name, wanted in types.items():
+            if type(parameters[name]) is not wanted:
+                raise ParameterError(f"parameter {name}={parameters[name]!r} must be of type {wanted.__name__}")
+        return cls.resolve(**parameters)
+
     def run_name(self) -> str:
-        """Outputs are named by their parameters."""
-        return run_name(self.preset, self.device, self.amp_dtype, self.path)
+        """The run's folder name, from its parameters (see `where223.gpt2.runs`)."""
+        return runs.run_name(asdict(self))
+
+    def build_model(self, dropout: bool = True) -> GPT2ForSequenceClassification:
+        """The run's model, initialised from its seed; `dropout=False` zeroes every dropout."""
+        return models.build_model(self.preset, self.seed, dropout=dropout)
+
+    def build_dataset(self, size: int | None = None) -> torch.utils.data.Dataset:
+        """The run's data: `size` rows, by default one batch per training step."""
+        rows = self.batch_size * self.train_steps if size is None else size
+        return models.load_dataset(self.dataset, rows, self.seq_len, self._vocab_size(), self.seed)
+
+    def build_batch(self) -> dict[str, torch.Tensor]:
+        """The run's example batch: the first `batch_size` rows of its data."""
+        return models.first_batch(self.dataset, self.batch_size, self.seq_len, self._vocab_size(), self.seed)
+
+    def _vocab_size(self) -> int:
+        return models.make_config(self.preset).vocab_size
 
 
-@dataclass(frozen=True)
-class TypeBindingError:
-    """ONNX Runtime's type-binding refusal, parsed."""
-
-    op_type: str
-    type_parameter: str
-    node: str
-    bound_types: tuple[str, str]
-
-
-def parse_type_binding(message: str) -> TypeBindingError | None:
-    """Find ONNX Runtime's 'bound to different types' error in a message, or None."""
-    match = TYPE_BINDING.search(message)
-    if match is None:
-        return None
-    return TypeBindingError(
-        op_type=match["op_type"],
-        type_parameter=match["type_parameter"],
-        node=match["node"],
-        bound_types=(match["type_a"], match["type_b"]),
-    )
-
-
-def is_where_type_error(error: TypeBindingError | None) -> bool:
-    """The seed's failure: the Where op's T bound to float and a reduced-precision float."""
-    return error is not None and error.op_type == "Where" and error.type_parameter == "T"
+def status_of(verdict: OrtVerdict) -> str:
+    """A run's status: the Where error reproduced, not reproduced (the path ran), or another error."""
+    if verdict == OrtVerdict.WHERE_TYPE_ERROR:
+        return REPRODUCED
+    return NOT_REPRODUCED if verdict == OrtVerdict.ACCEPTED else OTHER_ERROR
 
 
 def call_stack(error: BaseException) -> list[str]:
@@ -160,7 +162,7 @@ def _run_onnx_export(settings: ReproduceSettings, model: torch.nn.Module, batch:
     model.train()
     exported = export_onnx(model, batch, run_dir / EXPORTED_MODEL, settings.opset, settings.device,
                            settings.amp_dtype)
-    load_in_onnxruntime(exported)
+    load_session(exported)
     return exported
 
 
@@ -235,12 +237,9 @@ def keep_exported_model(run_dir: Path) -> Path | None:
 
 def reproduce(settings: ReproduceSettings, run_dir: Path) -> dict[str, Any]:
     """Run one path, catch what it raises, and return the record notebook 01 writes as reproduce.json."""
-    model = models.build_model(settings.preset, settings.seed)
-    dataset = models.load_dataset(
-        settings.dataset, max(settings.batch_size * settings.train_steps, settings.batch_size),
-        settings.seq_len, model.config.vocab_size, settings.seed,
-    )
-    batch = models.example_batch(dataset, settings.batch_size)
+    model = settings.build_model()
+    dataset = settings.build_dataset()
+    batch = settings.build_batch()
     started = time.perf_counter()
     caught: BaseException | None = None
     try:
@@ -250,7 +249,7 @@ def reproduce(settings: ReproduceSettings, run_dir: Path) -> dict[str, Any]:
             _run_ortmodule(settings, model, batch, run_dir)
         else:
             _run_ort_trainer(settings, model, dataset, run_dir)
-    except Exception as error:  # classified below; anything but the Where error is reported as other_error
+    except Exception as error:  # classified below from ONNX Runtime's verdict on its message
         caught = error
     seconds = time.perf_counter() - started
     return build_record(settings, run_dir, caught, seconds)
@@ -269,16 +268,17 @@ def build_record(
         "timing": {"seconds": round(seconds, 3)},
     }
     if caught is None:
-        record.update(status="not reproduced", error=None, call_stack=[])
+        record.update(status=status_of(OrtVerdict.ACCEPTED), ort_verdict=OrtVerdict.ACCEPTED, error=None, call_stack=[])
         return record
     message = portable_text(str(caught))
-    parsed = parse_type_binding(message)
-    record["status"] = "reproduced" if is_where_type_error(parsed) else "other error"
+    judgement = judge_message(message)
+    record["status"] = status_of(judgement.verdict)
+    record["ort_verdict"] = judgement.verdict
     record["error"] = {
         "exception": f"{type(caught).__module__}.{type(caught).__name__}",
         "message": message,
         "ort_message": _ort_message(message),
-        "type_binding": None if parsed is None else {**asdict(parsed), "bound_types": list(parsed.bound_types)},
+        "type_binding": None if judgement.type_binding is None else judgement.type_binding.to_dict(),
     }
     record["call_stack"] = call_stack(caught)
     return record
@@ -297,6 +297,17 @@ def save_record(record: dict[str, Any], run_dir: Path) -> Path:
     return write_json(run_dir / "reproduce.json", record)
 
 
+def read_record(settings: ReproduceSettings, run_dir: Path) -> dict[str, Any]:
+    """The reproduce.json in `run_dir`, checked to be the record of the run `settings` describe."""
+    from where223.pipeline.records import read_json
+
+    record = read_json(run_dir / "reproduce.json")
+    recorded = ReproduceSettings.from_parameters(record["parameters"])
+    if recorded != settings:
+        raise ValueError(f"{portable(str(run_dir))} holds the run of {recorded}, not of {settings}")
+    return record
+
+
 def check_outcome(record: dict[str, Any]) -> str:
     """Assert the outcome precisely and say it in one paragraph.
 
@@ -305,13 +316,13 @@ def check_outcome(record: dict[str, Any]) -> str:
     """
     packages = record["environment"]["packages"]
     stack = f"torch {packages['torch']}, transformers {packages['transformers']}"
-    if record["status"] == "not reproduced":
+    if record["status"] == NOT_REPRODUCED:
         return (
             f"NOT REPRODUCED: path {record['path']} ran without error on {stack}. "
             "The Where type-binding failure needs torch <= 2.1 and transformers 4.25.x (see notebook 05)."
         )
     binding = (record.get("error") or {}).get("type_binding")
-    if record["status"] != "reproduced" or binding is None:
+    if record["status"] != REPRODUCED or binding is None:
         raise AssertionError(f"path {record['path']} failed with another error: {record['error']['message']}")
     assert binding["op_type"] == "Where" and binding["type_parameter"] == "T", binding
     first, second = binding["bound_types"]

@@ -1,1 +1,58 @@
-"""Generic ONNX forensics for any model: types, lint, blame, repair, drawing. onnx only; no torch."""
+"""ONNX forensics for any model, from any exporter: types, lint, blame, repair, drawing. onnx only; never torch.
+
+The names in `__all__` are the public API; everything else in the submodules may change. Each name is loaded
+from its submodule when first used (PEP 562), so `import where223.graph.ort`, which the version matrix's cells
+run inside other Python environments, loads no other submodule. The submodules `blame` and `repair` keep their
+names, so their main functions are exported as `blame_node` and `repair_model`. README's "From Python" shows
+the API in use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the submodule that defines it, grouped by what a user does
+_SUBMODULE_OF: dict[str, str] = {
+    # open a model (weights only when asked), with one-line errors
+    "load_model": "loading",
+    "UnreadableModelError": "loading",
+    "NodeNotFoundError": "loading",
+    # every type-constraint violation
+    "lint_model": "lint",
+    "LintReport": "lint",
+    "Violation": "lint",
+    "FindingKind": "lint",
+    # ONNX Runtime's verdict
+    "judge": "ort",
+    "OrtVerdict": "ort",
+    "OrtJudgement": "ort",
+    "load_session": "ort",
+    # the Python lines that made a node
+    "blame_node": "blame",
+    "BlameResult": "blame",
+    # Casts that resolve type-binding conflicts
+    "repair_model": "repair",
+    "RepairError": "repair",
+    "Change": "repair",
+    "save_model": "repair",
+    # a node's dtype-labelled neighbourhood
+    "draw_neighbourhood": "draw",
+}
+# public name -> its name in the submodule, where the two differ
+_DEFINED_AS: dict[str, str] = {"blame_node": "blame", "repair_model": "repair"}
+
+__all__ = list(_SUBMODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    submodule = _SUBMODULE_OF.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{submodule}"), _DEFINED_AS.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,17 +8,15 @@ whose key mentions "stack", are read too.
 
 from __future__ import annotations
 
-import argparse
-import json
 import linecache
 import re
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import onnx
 
-from where223.graph.loading import ModelLike, NodeNotFoundError, UnreadableModelError, find_node, load_model
+from where223.errors import printable
+from where223.graph.loading import ModelLike, find_node, load_model
 
 _TORCHSCRIPT_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>\S.*)$")
 _TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S.*)$')
@@ -39,7 +37,7 @@ class Frame:
     code: str | None
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line} in {self.function}"
+        return f"{printable(self.file)}:{self.line} in {printable(self.function)}"
 
 
 @dataclass
@@ -72,19 +70,20 @@ class BlameResult:
         return record
 
     def format(self, all_frames: bool = False) -> str:
-        """Human-readable frames, innermost first."""
-        where = f" in subgraph {self.subgraph}" if self.subgraph else ""
+        """Human-readable frames, innermost first; names and code read from the model shown escaped."""
+        where = f" in subgraph {printable(self.subgraph)}" if self.subgraph else ""
+        node = f"{printable(self.node)} ({printable(self.op_type)}){where}"
         if not self.frames:
             return (
-                f"{self.node} ({self.op_type}){where} carries no source information: export with "
+                f"{node} carries no source information: export with "
                 "torch.onnx.export(..., verbose=True) to record the Python stack in doc_string"
             )
         shown = self.frames if all_frames else self.model_frames
-        lines = [f"{self.node} ({self.op_type}){where}, from {self.source}:"]
+        lines = [f"{node}, from {printable(self.source)}:"]
         for frame in shown:
             lines.append(f"  {frame}")
             if frame.code:
-                lines.append(f"      {frame.code}")
+                lines.append(f"      {printable(frame.code)}")
         hidden = len(self.frames) - len(shown)
         if hidden:
             lines.append(f"  ({hidden} frames of torch call and export machinery hidden; --all shows them)")
@@ -127,18 +126,3 @@ def blame(model_or_path: ModelLike, node_name: str) -> BlameResult:
     source, frames = _recorded_stack(node)
     return BlameResult(node=node.name, op_type=node.op_type, subgraph=path, source=source, frames=frames)
 
-
-def cli_main(args: argparse.Namespace) -> int:
-    """`where223 blame MODEL NODE`: exit 0 found, 1 no source recorded, 2 unreadable model or no such node."""
-    try:
-        result = blame(args.model, args.node)
-    except (UnreadableModelError, NodeNotFoundError) as exc:
-        print(f"where223 blame: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    elif result.frames:
-        print(result.format(all_frames=args.all))
-    else:
-        print(result.format(), file=sys.stderr)
-    return 0 if result.frames else 1

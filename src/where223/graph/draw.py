@@ -6,32 +6,23 @@ longest path, so data flows left to right.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import matplotlib
 import networkx as nx
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from where223.figures import save_figure
+from where223.graph.dtypes import short_type
 from where223.graph.lint import Violation, lint_types
-from where223.graph.loading import (
-    ModelLike,
-    NodeNotFoundError,
-    UnreadableModelError,
-    find_node,
-    load_model,
-    node_label,
-)
-from where223.graph.types import ModelTypes, Scope, model_types, short_type
+from where223.graph.loading import ModelLike, find_node, load_model, node_label
+from where223.graph.types import ModelTypes, Scope, model_types
 
 CONFLICT_COLOUR = "#d62728"
 # torch's scope names for GPT-2 attention: /transformer/h.<layer>/attn/<op>
@@ -40,17 +31,6 @@ FLOATING = ("float", "float16", "bfloat16", "double")
 PRECISION_CLASSES = (*FLOATING, "other", "untyped")
 _PRECISION_COLOURS = ("#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#bbbbbb", "#ffffff")
 _REDUCED = ("float16", "bfloat16")
-
-
-def save_figure(figure: Figure, path_stem: str | os.PathLike[str]) -> list[Path]:
-    """Write `figure` as PATH_STEM.png and PATH_STEM.svg, byte-stable across runs (no date, fixed ids)."""
-    FigureCanvasAgg(figure)
-    paths = [Path(f"{os.fspath(path_stem)}.png"), Path(f"{os.fspath(path_stem)}.svg")]
-    paths[0].parent.mkdir(parents=True, exist_ok=True)
-    with matplotlib.rc_context({"svg.hashsalt": "where223"}):
-        figure.savefig(paths[0], dpi=150, bbox_inches="tight")
-        figure.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
-    return paths
 
 
 def _short_name(name: str) -> str:
@@ -229,19 +209,29 @@ def _typed(model: ModelLike) -> tuple[ModelTypes, list[Violation]]:
     return types, lint_types(types).violations
 
 
+class NothingToDrawError(ValueError):
+    """No node was named and the model has no violation to centre the drawing on."""
+
+
 def draw_neighbourhood(
     model: ModelLike,
-    node_name: str,
+    node_name: str | None,
     hops: int,
     path_stem: str | os.PathLike[str],
     highlight: list[Violation] | None = None,
 ) -> list[Path]:
     """PNG and SVG of the nodes within `hops` of `node_name`, every edge labelled by its dtype.
 
-    `highlight` defaults to the model's own lint violations; their offending edges are drawn red.
+    `highlight` defaults to the model's own lint violations; their offending edges are drawn red. Without
+    `node_name` the drawing centres on the first of them (NothingToDrawError when there is none).
     """
     types, violations = _typed(model)
-    return _render(types, violations if highlight is None else highlight, node_name, hops, path_stem)
+    shown = violations if highlight is None else highlight
+    if node_name is None:
+        if not shown:
+            raise NothingToDrawError("the model has no violations; name a node to draw")
+        node_name = shown[0].node
+    return _render(types, shown, node_name, hops, path_stem)
 
 
 def _render(
@@ -375,23 +365,3 @@ def draw_node_marks(
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     return save_figure(figure, path_stem)
 
-
-def cli_main(args: argparse.Namespace) -> int:
-    """`where223 draw MODEL [NODE] [--hops N] [--out STEM]`: 0 drawn, 1 nothing to centre on, 2 bad input."""
-    try:
-        types, violations = _typed(args.model)
-    except UnreadableModelError as exc:
-        print(f"where223 draw: {exc}", file=sys.stderr)
-        return 2
-    node = args.node or (violations[0].node if violations else None)
-    if node is None:
-        print("where223 draw: the model has no violations; name a node to draw", file=sys.stderr)
-        return 1
-    try:
-        paths = _render(types, violations, node, args.hops, args.out)
-    except NodeNotFoundError as exc:
-        print(f"where223 draw: {exc}", file=sys.stderr)
-        return 2
-    for path in paths:
-        print(path)
-    return 0

@@ -6,20 +6,24 @@ violation in every graph and subgraph, and never loads external weight data.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import onnx
 
-from where223.graph.loading import ModelLike, UnreadableModelError, load_model, node_label
-from where223.graph.types import ModelTypes, Scope, Signature, formal_pairs, model_types, signature_for
+from where223.errors import printable
+from where223.graph.loading import ModelLike, load_model, node_label
+from where223.graph.schema import Signature, formal_pairs, signature_for
+from where223.graph.types import ModelTypes, Scope, model_types
 
-BINDING_CONFLICT = "type_binding_conflict"
-NOT_ALLOWED = "type_not_allowed"
+
+class FindingKind(StrEnum):
+    """What a violation breaks: one type parameter bound to two types, or a type outside its allowed set."""
+
+    BINDING_CONFLICT = "type_binding_conflict"
+    NOT_ALLOWED = "type_not_allowed"
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class Binding:
     type: str
 
     def __str__(self) -> str:
-        return f"{self.io} {self.position} {self.name!r}: {self.type}"
+        return f"{self.io} {self.position} '{printable(self.name)}': {self.type}"
 
 
 @dataclass
@@ -49,7 +53,7 @@ class Violation:
     op_type: str
     domain: str
     type_param: str
-    kind: str
+    kind: FindingKind
     bindings: list[Binding]
     offending: list[Binding]
     allowed: list[str]
@@ -58,17 +62,17 @@ class Violation:
 
     def message(self) -> str:
         """One line in ONNX Runtime's own wording."""
-        where = f" in subgraph {self.subgraph}" if self.subgraph else ""
-        if self.kind == BINDING_CONFLICT:
+        where = f" in subgraph {printable(self.subgraph)}" if self.subgraph else ""
+        if self.kind == FindingKind.BINDING_CONFLICT:
             types = " and ".join(dict.fromkeys(b.type for b in self.bindings))
             return (
                 f"Type parameter ({self.type_param}) of Optype ({self.op_type}) bound to different types "
-                f"({types}) in node ({self.node}){where}"
+                f"({types}) in node ({printable(self.node)}){where}"
             )
         types = ", ".join(dict.fromkeys(b.type for b in self.offending))
         return (
             f"Type ({types}) of Optype ({self.op_type}) not allowed for type parameter "
-            f"({self.type_param}) in node ({self.node}){where}"
+            f"({self.type_param}) in node ({printable(self.node)}){where}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,7 +121,7 @@ class LintReport:
             inlined = f"  {self.inlined_functions} model-local function(s) inlined first"
             lines.append(f"{inlined}: node names are the inliner's")
         if self.unchecked:
-            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.unchecked.items()))
+            ops = ", ".join(f"{printable(op)} x{n}" for op, n in sorted(self.unchecked.items()))
             lines.append(f"  unchecked (no onnx schema): {ops}")
         if self.clean:
             lines.append("no type-constraint violations")
@@ -128,7 +132,7 @@ class LintReport:
             for b in v.bindings:
                 mark = "  <-- offending" if b in v.offending else ""
                 lines.append(f"      {b}{mark}")
-            if v.kind == NOT_ALLOWED:
+            if v.kind == FindingKind.NOT_ALLOWED:
                 lines.append(f"      allowed: {', '.join(v.allowed)}")
         return "\n".join(lines)
 
@@ -147,19 +151,19 @@ def _check_node(
     node: onnx.NodeProto, index: int, sig: Signature, scope: Scope
 ) -> tuple[list[Violation], int]:
     """The violations of one node and how many of its values had no known type."""
-    by_param: dict[str, list[Binding]] = {}
+    by_param: dict[str, list[tuple[str, int, str, str]]] = {}  # Binding's fields, built only when reported
     homogeneous: dict[str, bool] = {}
     untyped = 0
     for io, actual, formals in (("input", node.input, sig.inputs), ("output", node.output, sig.outputs)):
-        for position, name, formal in formal_pairs(list(actual), formals):
+        for position, name, formal in formal_pairs(actual, formals):
             value_type = scope.type_of(name)
             if value_type is None:
                 untyped += 1
                 continue
-            by_param.setdefault(formal.type_str, []).append(Binding(io, position, name, value_type))
+            by_param.setdefault(formal.type_str, []).append((io, position, name, value_type))
             homogeneous[formal.type_str] = homogeneous.get(formal.type_str, True) and formal.homogeneous
 
-    def violation(param: str, kind: str, bindings: list[Binding], offending: list[Binding]) -> Violation:
+    def violation(param: str, kind: FindingKind, bindings: list[Binding], offending: list[Binding]) -> Violation:
         return Violation(
             node=node_label(node, index),
             node_index=index,
@@ -171,19 +175,22 @@ def _check_node(
             offending=offending,
             allowed=list(sig.allowed(param)),
             subgraph=scope.path,
-            expected=_expected_type(bindings) if kind == BINDING_CONFLICT else None,
+            expected=_expected_type(bindings) if kind == FindingKind.BINDING_CONFLICT else None,
         )
 
     found = []
-    for param, bindings in by_param.items():
-        if homogeneous[param] and len({b.type for b in bindings}) > 1:
-            conflict = violation(param, BINDING_CONFLICT, bindings, [])
+    for param, values in by_param.items():
+        types = {value_type for *_, value_type in values}
+        if (len(types) == 1 or not homogeneous[param]) and types <= sig.admitted(param):
+            continue  # the common case, checked without building a Binding
+        bindings = [Binding(*value) for value in values]
+        if homogeneous[param] and len(types) > 1:
+            conflict = violation(param, FindingKind.BINDING_CONFLICT, bindings, [])
             conflict.offending = [b for b in bindings if b.type != conflict.expected]
             found.append(conflict)
-        permitted = set(sig.allowed(param))
-        outside = [b for b in bindings if b.type not in permitted]
+        outside = [b for b in bindings if b.type not in sig.admitted(param)]
         if outside:
-            found.append(violation(param, NOT_ALLOWED, bindings, outside))
+            found.append(violation(param, FindingKind.NOT_ALLOWED, bindings, outside))
     return found, untyped
 
 
@@ -228,16 +235,3 @@ def lint_model(model_or_path: ModelLike) -> LintReport:
     report.inlined_functions = functions
     return report
 
-
-def cli_main(args: argparse.Namespace) -> int:
-    """`where223 lint MODEL [--json]`: exit 0 clean, 1 violations, 2 unreadable input."""
-    try:
-        report = lint_model(args.model)
-    except UnreadableModelError as exc:
-        print(f"where223 lint: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(report.format())
-    return 0 if report.clean else 1

@@ -10,14 +10,16 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
+from where223.errors import UsageError, printable
+
 ModelLike = onnx.ModelProto | str | os.PathLike[str]
 
 
-class UnreadableModelError(ValueError):
+class UnreadableModelError(UsageError, ValueError):
     """The input is not a readable ONNX model (missing, not protobuf, truncated, no graph)."""
 
 
-class NodeNotFoundError(KeyError):
+class NodeNotFoundError(UsageError, KeyError):
     """No node has the requested name; the message lists close names."""
 
     def __str__(self) -> str:
@@ -42,6 +44,8 @@ def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.Mode
         model = onnx.load(str(path), load_external_data=load_weights)
     except DecodeError as exc:
         raise UnreadableModelError(f"{path}: not an ONNX model or truncated ({exc})") from exc
+    except onnx.checker.ValidationError as exc:  # raised for external weight data that is missing or unreadable
+        raise UnreadableModelError(f"{path}: its external weight data cannot be read ({exc})") from exc
     except (OSError, ValueError) as exc:
         raise UnreadableModelError(f"{path}: cannot be read as ONNX ({exc})") from exc
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
@@ -90,10 +94,10 @@ def find_node(graph: onnx.GraphProto, name: str) -> tuple[str, int, onnx.NodePro
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
     op_type = re.sub(r"_\d+$", "", name.rsplit("/", 1)[-1])
     same_op = [n.name for _, g in subgraphs(graph) for n in g.node if n.op_type == op_type and n.name]
-    message = f"no node named {name!r} among {len(names)} nodes"
+    message = f"no node named '{printable(name)}' among {len(names)} nodes"
     if close:
-        message += f"; close names: {', '.join(close)}"
+        message += f"; close names: {', '.join(map(printable, close))}"
     if same_op:
         more = f" (+{len(same_op) - 5} more)" if len(same_op) > 5 else ""
-        message += f"; {op_type} nodes: {', '.join(same_op[:5])}{more}"
+        message += f"; {printable(op_type)} nodes: {', '.join(map(printable, same_op[:5]))}{more}"
     raise NodeNotFoundError(message)

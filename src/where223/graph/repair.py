@@ -1,4 +1,5 @@
-"""Resolve type-binding conflicts by inserting Cast nodes, then re-lint and load in ONNX Runtime.
+"""Resolve type-binding conflicts by inserting Cast nodes, re-linting the result (`where223 repair` then loads
+it in ONNX Runtime).
 
 Each input that breaks a type binding gets a Cast to the target type (by default the type the node's
 outputs already carry, else the majority of the bound values). With an explicit target that differs
@@ -8,16 +9,19 @@ One Cast is shared by every node in a graph that needs the same value in the sam
 
 from __future__ import annotations
 
-import argparse
-import sys
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
-from where223.graph.lint import BINDING_CONFLICT, Binding, Violation, lint_model, lint_types
-from where223.graph.loading import ModelLike, UnreadableModelError, load_model, subgraphs
-from where223.graph.types import elem_type_of, model_types, short_type, tensor_type_string
+from where223.errors import printable
+from where223.graph.dtypes import elem_type_of, short_type, tensor_type_string
+from where223.graph.lint import Binding, FindingKind, Violation, lint_model, lint_types
+from where223.graph.loading import ModelLike, load_model, subgraphs
+from where223.graph.types import model_types
 
 _EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroom for the graph
 
@@ -41,15 +45,16 @@ class Change:
     new_value: str
 
     def __str__(self) -> str:
-        where = f" [{self.subgraph}]" if self.subgraph else ""
+        node, value, new_value, cast = map(printable, (self.node, self.value, self.new_value, self.cast_node))
+        where = f" [{printable(self.subgraph)}]" if self.subgraph else ""
         if self.kind == "cast_input":
             return (
-                f"{self.node}{where}: input {self.position} {self.value!r} {self.from_type} -> "
-                f"{self.to_type} via Cast {self.cast_node!r} (new value {self.new_value!r})"
+                f"{node}{where}: input {self.position} '{value}' {self.from_type} -> "
+                f"{self.to_type} via Cast '{cast}' (new value '{new_value}')"
             )
         return (
-            f"{self.node}{where}: output {self.position} now {self.new_value!r} {self.from_type}, cast back "
-            f"to {self.to_type} as {self.value!r} by Cast {self.cast_node!r}"
+            f"{node}{where}: output {self.position} now '{new_value}' {self.from_type}, cast back "
+            f"to {self.to_type} as '{value}' by Cast '{cast}'"
         )
 
 
@@ -83,12 +88,12 @@ def _target_for(violation: Violation, target: str) -> str:
     chosen = violation.expected if target == "output" else tensor_type_string(target)
     if chosen is None or chosen not in violation.allowed:
         raise RepairError(
-            f"{violation.node}: target {chosen} is not allowed for type parameter {violation.type_param} "
+            f"{printable(violation.node)}: target {chosen} is not allowed for type parameter {violation.type_param} "
             f"of {violation.op_type} (allowed: {', '.join(violation.allowed)})"
         )
     for binding in violation.bindings:
         if not binding.type.startswith("tensor("):
-            raise RepairError(f"{violation.node}: {binding} is not a tensor, Cast cannot convert it")
+            raise RepairError(f"{printable(violation.node)}: {binding} is not a tensor, Cast cannot convert it")
     return chosen
 
 
@@ -161,7 +166,7 @@ def repair(model: ModelLike, target: str = "output") -> tuple[onnx.ModelProto, l
     """
     original, _ = load_model(model)
     report = lint_types(model_types(original))
-    conflicts = [v for v in report.violations if v.kind == BINDING_CONFLICT]
+    conflicts = [v for v in report.violations if v.kind == FindingKind.BINDING_CONFLICT]
     if not conflicts:
         return original, []
     editor = _Editor(original)
@@ -172,73 +177,28 @@ def repair(model: ModelLike, target: str = "output") -> tuple[onnx.ModelProto, l
                 cast = editor.cast_input if binding.io == "input" else editor.cast_output
                 cast(violation, binding, to_type)
     repaired = editor.apply()
-    left = [v for v in lint_model(repaired).violations if v.kind == BINDING_CONFLICT]
+    left = [v for v in lint_model(repaired).violations if v.kind == FindingKind.BINDING_CONFLICT]
     if left:
         raise RepairError("Casts inserted but binding conflicts remain: " + "; ".join(v.message() for v in left))
     return repaired, editor.changes
 
 
-def is_missing_kernel(ort_error: str) -> bool:
-    """ONNX Runtime accepted the graph's types but this machine's execution provider lacks a kernel."""
-    return "NOT_IMPLEMENTED" in ort_error and "Could not find an implementation" in ort_error
+def save_model(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
+    """Write a model atomically into an existing folder: its weights inline when they fit protobuf's limit,
+    else beside it as PATH.data.
 
-
-def ort_load_error(model_or_path: onnx.ModelProto | str | Path) -> str | None:
-    """None when ONNX Runtime (CPU) creates a session for the model, else its error message."""
-    import onnxruntime
-
-    source = (
-        model_or_path.SerializeToString()
-        if isinstance(model_or_path, onnx.ModelProto)
-        else str(model_or_path)
-    )
-    try:
-        onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # ORT raises its own exception classes for every refusal
-        return str(exc)
-    return None
-
-
-def save_model(model: onnx.ModelProto, path: Path) -> None:
-    """Write a model, its weights inline when they fit protobuf's limit, else beside it as PATH.data."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    The files are written into a temporary folder beside `path`, then renamed into place (the weights first),
+    so a reader never finds a half-written model and a failed write leaves the old one intact.
+    """
+    path = Path(path)
     external = model.ByteSize() > _EXTERNAL_DATA_THRESHOLD
-    onnx.save_model(model, str(path), save_as_external_data=external, location=f"{path.name}.data")
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    """`where223 repair INPUT OUTPUT [--to T]`: 0 repaired (ORT type checks pass), 1 not repairable, 2 unreadable."""
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
-        if args.to != "output":
-            tensor_type_string(args.to)
-        model, _ = load_model(args.input, load_weights=True)
-    except (UnreadableModelError, ValueError) as exc:
-        print(f"where223 repair: {exc}", file=sys.stderr)
-        return 2
-    try:
-        repaired, changes = repair(model, target=args.to)
-    except RepairError as exc:
-        print(f"where223 repair: {exc}", file=sys.stderr)
-        return 1
-    if not changes:
-        print(f"{args.input}: no type-binding conflicts; nothing changed, nothing written")
-        return 0
-    output = Path(args.output)
-    save_model(repaired, output)
-    print(f"repaired {args.input} -> {output}: {len(changes)} change(s)")
-    for change in changes:
-        print(f"  {change}")
-    remaining = lint_model(output).violations
-    print("re-lint: no type-binding conflict left" + (
-        f"; {len(remaining)} other finding(s) left in place:" if remaining else ", clean"))
-    for violation in remaining:
-        print(f"  {violation.message()}")
-    error = ort_load_error(output)
-    if error and is_missing_kernel(error):
-        print(f"ONNX Runtime accepts the repaired model's types; this machine cannot execute it: {error.strip()}")
-    elif error:
-        print(f"where223 repair: ONNX Runtime refuses the repaired model: {error}", file=sys.stderr)
-        return 1
-    else:
-        print("ONNX Runtime loads the repaired model")
-    return 0
+        onnx.save_model(model, str(staging / path.name), save_as_external_data=external, location=f"{path.name}.data")
+        if external:
+            os.replace(staging / f"{path.name}.data", path.with_name(f"{path.name}.data"))
+        os.replace(staging / path.name, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+

@@ -14,12 +14,13 @@ from collections import ChainMap
 from dataclasses import dataclass
 
 import onnx
-import onnx.defs
 import onnx.shape_inference
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onnx.onnx_cpp2py_export import shape_inference as c_shape_inference
 
+from where223.graph.dtypes import elem_type_of, tensor_type, type_string
 from where223.graph.loading import ModelLike, load_model, subgraph_path, subgraphs
+from where223.graph.schema import Signature, formal_pairs, op_schema, opset_imports, signature_for
 
 # initializers with at most this many elements keep their data for shape inference; larger ones are
 # handed to inference as typed graph inputs, so their data is never copied or needed
@@ -35,153 +36,24 @@ _CONSTANT_ATTRIBUTE_TYPES = {
 }
 
 
-def elem_type_name(elem_type: int) -> str:
-    """The lower-case TensorProto name of an element type: 1 -> 'float', 10 -> 'float16'."""
-    return onnx.helper.tensor_dtype_to_string(elem_type).split(".")[-1].lower()
-
-
-def type_string(type_proto: onnx.TypeProto) -> str | None:
-    """ONNX Runtime style type string ('tensor(float)', 'seq(tensor(int64))'), None when undefined."""
-    kind = type_proto.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        elem = getattr(type_proto, kind).elem_type
-        if elem == onnx.TensorProto.UNDEFINED:
-            return None
-        prefix = "tensor" if kind == "tensor_type" else "sparse_tensor"
-        return f"{prefix}({elem_type_name(elem)})"
-    if kind in ("sequence_type", "optional_type"):
-        inner = type_string(getattr(type_proto, kind).elem_type)
-        prefix = "seq" if kind == "sequence_type" else "optional"
-        return f"{prefix}({inner})" if inner else None
-    if kind == "map_type":
-        value = type_string(type_proto.map_type.value_type)
-        if value is None:
-            return None
-        # onnx's schemas spell map values bare: map(string, float)
-        return f"map({elem_type_name(type_proto.map_type.key_type)}, {short_type(value)})"
-    return None
-
-
-def short_type(ort: str) -> str:
-    """The human name of a type string: 'tensor(float16)' -> 'float16'; other kinds are kept whole."""
-    if ort.startswith("tensor(") and ort.endswith(")"):
-        return ort[len("tensor(") : -1]
-    return ort
-
-
-def tensor_type_string(name: str) -> str:
-    """'float16' or 'tensor(float16)' -> 'tensor(float16)'; ValueError for unknown element types."""
-    bare = short_type(name.strip().lower())
-    known = {elem_type_name(v) for v in onnx.TensorProto.DataType.values() if v}
-    if bare not in known:
-        raise ValueError(f"unknown ONNX element type {name!r}; expected one of {', '.join(sorted(known))}")
-    return f"tensor({bare})"
-
-
-def elem_type_of(ort: str) -> int:
-    """The TensorProto enum of a tensor type string: 'tensor(float16)' -> 10."""
-    return int(getattr(onnx.TensorProto, short_type(tensor_type_string(ort)).upper()))
-
-
-@dataclass(frozen=True)
-class Formal:
-    """One formal input or output of an operator schema."""
-
-    name: str
-    type_str: str  # a type parameter such as 'T', or a literal type such as 'tensor(int64)'
-    variadic: bool
-    homogeneous: bool
-
-
-@dataclass(frozen=True)
-class Signature:
-    """The typing part of an operator schema, in plain Python (cached per op, domain and opset)."""
-
-    op_type: str
-    domain: str
-    since_version: int
-    inputs: tuple[Formal, ...]
-    outputs: tuple[Formal, ...]
-    constraints: tuple[tuple[str, tuple[str, ...]], ...]  # (type parameter, allowed type strings)
-
-    def allowed(self, type_str: str) -> tuple[str, ...]:
-        """The types a formal's type_str admits: its constraint's list, or the literal type itself."""
-        return dict(self.constraints).get(type_str, (type_str,))
-
-
-def _formal(param: onnx.defs.OpSchema.FormalParameter) -> Formal:
-    return Formal(
-        name=param.name,
-        type_str=param.type_str,
-        variadic=param.option == onnx.defs.OpSchema.FormalParameterOption.Variadic,
-        homogeneous=param.is_homogeneous,
-    )
-
-
-@functools.cache
-def signature(op_type: str, domain: str, opset: int) -> Signature | None:
-    """The signature onnx registers for an op at an opset of its domain, None when it has none."""
-    if not onnx.defs.has(op_type, domain):
-        return None
-    try:
-        schema = onnx.defs.get_schema(op_type, opset, domain)
-    except onnx.defs.SchemaError:
-        return None
-    return Signature(
-        op_type=op_type,
-        domain=domain,
-        since_version=schema.since_version,
-        inputs=tuple(_formal(p) for p in schema.inputs),
-        outputs=tuple(_formal(p) for p in schema.outputs),
-        constraints=tuple((c.type_param_str, tuple(c.allowed_type_strs)) for c in schema.type_constraints),
-    )
-
-
-def signature_for(node: onnx.NodeProto, opsets: dict[str, int]) -> Signature | None:
-    """The signature of a node's op at the model's opset, None for ops onnx does not know."""
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    version = opsets.get(domain)
-    return None if version is None else signature(node.op_type, domain, version)
-
-
-def formal_pairs(actual: list[str], formals: tuple[Formal, ...]) -> list[tuple[int, str, Formal]]:
-    """(position, name, formal) for each present actual input or output.
-
-    A trailing variadic formal takes all remaining names; empty names (omitted optionals) and names
-    beyond the schema's formals are left out.
-    """
-    pairs = []
-    for position, name in enumerate(actual):
-        if position < len(formals):
-            formal = formals[position]
-        elif formals and formals[-1].variadic:
-            formal = formals[-1]
-        else:
-            break
-        if name:
-            pairs.append((position, name, formal))
-    return pairs
-
-
-def opset_imports(model: onnx.ModelProto) -> dict[str, int]:
-    """Domain -> opset version, with 'ai.onnx' folded into ''."""
-    return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
-
-
-def _tensor_type(elem_type: int, dims: list[int] | None = None) -> onnx.TypeProto:
-    return onnx.helper.make_tensor_type_proto(elem_type, dims)
-
-
 def _constant_type(node: onnx.NodeProto) -> onnx.TypeProto | None:
     for attr in node.attribute:
         if attr.name == "value":
-            return _tensor_type(attr.t.data_type, list(attr.t.dims))
+            return tensor_type(attr.t.data_type, list(attr.t.dims))
         if attr.name == "sparse_value":
-            return _tensor_type(attr.sparse_tensor.values.data_type, list(attr.sparse_tensor.dims))
+            return tensor_type(attr.sparse_tensor.values.data_type, list(attr.sparse_tensor.dims))
         if attr.name in _CONSTANT_ATTRIBUTE_TYPES:
             dims = [] if attr.name in ("value_float", "value_int", "value_string") else None
-            return _tensor_type(_CONSTANT_ATTRIBUTE_TYPES[attr.name], dims)
+            return tensor_type(_CONSTANT_ATTRIBUTE_TYPES[attr.name], dims)
     return None
+
+
+def _needs_inference_copy(model: onnx.ModelProto) -> bool:
+    """Whether any initializer of the main graph is external or too large to hand to inference."""
+    return any(
+        init.data_location == onnx.TensorProto.EXTERNAL or math.prod(init.dims) > _INFERENCE_DATA_LIMIT
+        for init in model.graph.initializer
+    )
 
 
 def _inference_copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -202,7 +74,7 @@ def _inference_copy(model: onnx.ModelProto) -> onnx.ModelProto:
         if not external and math.prod(init.dims) <= _INFERENCE_DATA_LIMIT:
             graph.initializer.append(init)
         elif init.name not in declared:
-            proto = _tensor_type(init.data_type, list(init.dims))
+            proto = tensor_type(init.data_type, list(init.dims))
             graph.input.append(onnx.helper.make_value_info(init.name, proto))
     return copy
 
@@ -234,20 +106,31 @@ def _main_graph_types_reader() -> tuple[type, type]:
     )
 
 
-def _inferred_types(model: onnx.ModelProto) -> dict[str, dict[str, onnx.TypeProto]]:
-    """Per subgraph path, the value types onnx's shape inference finds (non-strict: gaps allowed)."""
-    # onnx's own binding, as onnx.shape_inference.infer_shapes calls it, minus the full re-parse
-    inferred = c_shape_inference.infer_shapes(_inference_copy(model).SerializeToString(), False, False, False)
-    if len(subgraphs(model.graph)) > 1:
-        full = onnx.load_model_from_string(inferred)
-        return {
-            path: {v.name: v.type for v in (*graph.value_info, *graph.output)}
-            for path, graph in subgraphs(full.graph)
-        }
-    model_reader, graph_reader = _main_graph_types_reader()
-    graph = graph_reader.FromString(model_reader.FromString(inferred).graph)
-    values = (onnx.ValueInfoProto.FromString(raw) for raw in (*graph.value_info, *graph.output))
-    return {"": {v.name: v.type for v in values}}
+class _InferredTypes:
+    """onnx's shape inference over a model (non-strict: gaps allowed), read per subgraph path on demand."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        # onnx's own binding, as onnx.shape_inference.infer_shapes calls it, minus the full re-parse; a
+        # model whose initializers are all small and inline goes as it is (its other fields do not affect
+        # inference)
+        source = _inference_copy(model) if _needs_inference_copy(model) else model
+        self._inferred = c_shape_inference.infer_shapes(source.SerializeToString(), False, False, False)
+        self._subgraphs: dict[str, dict[str, onnx.TypeProto]] | None = None
+
+    def types(self, path: str) -> dict[str, onnx.TypeProto]:
+        """Value name -> inferred type in the graph at `path` ("" is the main graph)."""
+        if path == "":
+            model_reader, graph_reader = _main_graph_types_reader()
+            graph = graph_reader.FromString(model_reader.FromString(self._inferred).graph)
+            values = (onnx.ValueInfoProto.FromString(raw) for raw in (*graph.value_info, *graph.output))
+            return {v.name: v.type for v in values}
+        if self._subgraphs is None:  # the first subgraph: parse the whole inferred model once
+            full = onnx.load_model_from_string(self._inferred)
+            self._subgraphs = {
+                sub_path: {v.name: v.type for v in (*graph.value_info, *graph.output)}
+                for sub_path, graph in subgraphs(full.graph)
+            }
+        return self._subgraphs.get(path, {})
 
 
 @dataclass
@@ -262,7 +145,11 @@ class Scope:
 
     def type_of(self, name: str) -> str | None:
         """The ORT-style type of a value visible here, None if unknown."""
-        return self.types.get(name)
+        for types in self.types.maps:  # ChainMap.get, without its per-call overhead (lint's hot path)
+            found = types.get(name)
+            if found is not None:
+                return found
+        return None
 
 
 @dataclass
@@ -293,7 +180,7 @@ class _Builder:
     def __init__(self, model: onnx.ModelProto) -> None:
         self.model = model
         self.opsets = opset_imports(model)
-        self.inferred = _inferred_types(model)
+        self.inferred = _InferredTypes(model)
         self.scopes: dict[str, Scope] = {}
 
     def build(self, graph: onnx.GraphProto, path: str, outer: Scope | None) -> Scope:
@@ -315,9 +202,9 @@ class _Builder:
         for value in graph.input:
             put(value.name, value.type, "input")
         for init in graph.initializer:
-            put(init.name, _tensor_type(init.data_type, list(init.dims)), "initializer")
+            put(init.name, tensor_type(init.data_type, list(init.dims)), "initializer")
         for sparse in graph.sparse_initializer:
-            put(sparse.values.name, _tensor_type(sparse.values.data_type, list(sparse.dims)), "initializer")
+            put(sparse.values.name, tensor_type(sparse.values.data_type, list(sparse.dims)), "initializer")
         for node in graph.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
                 put(node.output[0], _constant_type(node), "constant")
@@ -325,13 +212,13 @@ class _Builder:
             put(value.name, value.type, "output")
         for value in graph.value_info:
             put(value.name, value.type, "value_info")
-        for name, proto in self.inferred.get(path, {}).items():
+        for name, proto in self.inferred.types(path).items():
             put(name, proto, "inferred")
 
         self.scopes[path] = scope
         for index, node in enumerate(graph.node):
             branches = self._build_subgraphs(node, index, scope)
-            if any(out and out not in scope.types for out in node.output):
+            if any(out and scope.type_of(out) is None for out in node.output):
                 for name, proto in self._fallback(node, scope, branches).items():
                     put(name, proto, "propagated")
         return scope
@@ -364,7 +251,7 @@ class _Builder:
             try:
                 return dict(
                     onnx.shape_inference.infer_node_outputs(
-                        onnx.defs.get_schema(sig.op_type, self.opsets[sig.domain], sig.domain),
+                        op_schema(sig.op_type, sig.domain, self.opsets[sig.domain]),
                         node,
                         {name: scope.protos[name] for name in present},
                         opset_imports=list(self.model.opset_import),
@@ -388,7 +275,7 @@ def _bind_outputs(node: onnx.NodeProto, sig: Signature, scope: Scope) -> dict[st
         if formal.type_str in bound:
             result[name] = bound[formal.type_str]
         elif len(choices) == 1 and choices[0].startswith("tensor("):
-            result[name] = _tensor_type(elem_type_of(choices[0]))
+            result[name] = tensor_type(elem_type_of(choices[0]))
     return result
 
 

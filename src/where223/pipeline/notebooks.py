@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nbformat
-
-from where223.pipeline.paths import NOTEBOOKS
 
 
 def is_clean(notebook: nbformat.NotebookNode) -> bool:
@@ -35,16 +32,3 @@ def strip(path: Path) -> bool:
     if after != before:
         path.write_text(after)
     return after != before
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m where223.pipeline.notebooks [FILES]`: strip the given (default: all source) notebooks."""
-    files = [Path(a) for a in (argv if argv is not None else sys.argv[1:])] or sorted(NOTEBOOKS.glob("*.ipynb"))
-    for path in files:
-        if strip(path):
-            print(f"stripped {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
+from where223.errors import UsageError
+
 T = TypeVar("T")
 
 
-class ParameterError(ValueError):
+class ParameterError(UsageError, ValueError):
     """A parameter has a value the run cannot use; the message names it and says what to do."""
 
 

@@ -26,6 +26,11 @@ NOTEBOOKS: Path = ROOT / "notebooks"
 OUTPUTS: Path = ROOT / "outputs"
 CACHE: Path = ROOT / ".cache"
 KERNEL_NAME = "where223"
+# Inside an outputs tree: where a run writes until it completes, and where a failed run's files are kept.
+STAGING = ".staging"
+FAILED = "failed"
+# `<root>/.staging/<run>/x` is published as `<root>/x`.
+_STAGED = re.compile(rf"(^|/){re.escape(STAGING)}/[^/\s\"']+/")
 
 
 def slug(value: object) -> str:
@@ -39,20 +44,34 @@ def run_name(*parts: object) -> str:
     return "-".join(slug(p) for p in parts)
 
 
+def outputs_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """An outputs tree: `outputs/` when `root` is empty, else `root` (a relative one from the repository root)."""
+    return ROOT / root if root else OUTPUTS
+
+
 def run_dir(name: str, output_root: str | os.PathLike[str] | None = None) -> Path:
-    """The folder of one run's records, created if missing (under `outputs/` unless overridden)."""
-    base = Path(output_root) if output_root else OUTPUTS
-    path = base / name
+    """The folder a run writes its records to, created if missing (under `outputs/` unless overridden)."""
+    path = outputs_root(output_root) / name
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
+def input_dir(name: str, input_root: str | os.PathLike[str] | None = None) -> Path:
+    """The folder of another run's records, to read (under `outputs/` unless overridden); never created."""
+    return outputs_root(input_root) / name
+
+
+def published(path: str) -> str:
+    """The path a staged file takes once its run is published (other paths unchanged)."""
+    return _STAGED.sub(r"\1", path)
+
+
 def portable(path: str) -> str:
-    """A path without machine-specific prefixes: site-packages and the repo root are stripped."""
+    """A path without machine-specific prefixes (site-packages and the repo root stripped), as published."""
     marker = "site-packages/"
     if marker in path:
         return path.split(marker, 1)[1]
     try:
-        return str(Path(path).resolve().relative_to(ROOT))
+        return published(str(Path(path).resolve().relative_to(ROOT)))
     except ValueError:
-        return path
+        return published(path)

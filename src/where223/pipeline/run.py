@@ -1,26 +1,46 @@
 """Papermill orchestration: execute the planned notebooks into outputs/, never in place.
 
-A plan (notebooks/plan.yaml by default) lists executed copies: a notebook and the parameters it runs with.
-Each copy is named by its parameters, written atomically, and exported to HTML with inputs hidden; a failed
-copy, traceback included, is kept under outputs/failed/ and the previous outputs stay as they were.
+A plan (notebooks/plan.yaml by default) lists executed copies: a notebook and the parameters it runs with, both
+checked (schema, the notebook's declared parameter names and types) before anything runs. Each copy is named by its
+parameters and runs in a staging folder (see pipeline.publish): only a copy that completes, its own final checks
+included, publishes its records, the executed notebook and its HTML (inputs hidden) into outputs/; a failed copy's
+files, traceback included, are kept under outputs/failed/ and the published outputs stay byte for byte as they were.
+One `where223 run` at a time writes into a tree.
 """
 
 from __future__ import annotations
 
-import argparse
+import difflib
 import os
 import sys
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, slug
+from where223.errors import UsageError
+from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, ROOT, slug
+from where223.pipeline.publish import failed_dir, outputs_lock, staged
 from where223.pipeline.records import write_atomic
 
 DEFAULT_PLAN = NOTEBOOKS / "plan.yaml"
+EXECUTED = "notebooks"  # the folder of executed copies and their HTML, in an outputs tree
+PLAN_KEYS = frozenset({"runs"})
+RUN_KEYS = frozenset({"notebook", "parameters"})
+
+
+class PlanError(UsageError, ValueError):
+    """A plan file, planned parameters or a selection the runner cannot use; one line per problem."""
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class NotebookFailedError(RuntimeError):
+    """A planned notebook raised; its staged files and executed copy, traceback included, are under outputs/failed/."""
 
 
 @dataclass(frozen=True)
@@ -37,28 +57,126 @@ class PlannedRun:
         return "__".join(parts)
 
 
+# The parameters the runner sets itself: where a notebook writes (its staging folder), where it reads.
+RUNNER_PARAMETERS = ("output_root", "input_root")
+# A value the notebook's typed default accepts, by papermill's inferred type name.
+_ACCEPTS: dict[str, Callable[[object], bool]] = {
+    "str": lambda value: isinstance(value, str),
+    "int": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "float": lambda value: isinstance(value, (int, float)) and not isinstance(value, bool),
+    "bool": lambda value: isinstance(value, bool),
+}
+
+
+def _suggestion(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+
+
+def declared_parameters(notebook: str) -> dict[str, dict[str, Any]]:
+    """A notebook's parameters as papermill reads its `parameters` cell: name -> inferred type, default, help."""
+    from papermill.inspection import inspect_notebook
+
+    return inspect_notebook(str(NOTEBOOKS / f"{notebook}.ipynb"))
+
+
+def parameter_problems(run: PlannedRun) -> list[str]:
+    """What is wrong with `run`'s parameters against its notebook's: unknown names, wrong types; one line each."""
+    declared = declared_parameters(run.notebook)
+    problems = []
+    for name, value in run.parameters.items():
+        if name in RUNNER_PARAMETERS:
+            problems.append(f"{name}: set by the runner, not by a plan (pass --output-root to move the outputs)")
+        elif name not in declared:
+            problems.append(f"{name}: not a parameter of {run.notebook}; {_suggestion(str(name), list(declared))}")
+        elif not _ACCEPTS.get(declared[name]["inferred_type_name"], lambda _: True)(value):
+            expected = declared[name]["inferred_type_name"]
+            problems.append(
+                f"{name}: {run.notebook} takes {expected} (default {declared[name]['default']}), "
+                f"not {type(value).__name__} {value!r}"
+            )
+    if "output_root" not in declared:
+        problems.append(f"{run.notebook} declares no output_root parameter: the runner cannot stage its outputs")
+    return problems
+
+
+def _entry_problems(index: int, entry: object) -> tuple[PlannedRun | None, list[str]]:
+    """One `runs:` entry checked against the plan's schema and its notebook's parameters."""
+    where = f"runs[{index}]"
+    if not isinstance(entry, dict):
+        return None, [f"{where}: must be a mapping with 'notebook' and 'parameters', not {type(entry).__name__}"]
+    problems = [
+        f"{where}: unknown key {key!r}; {_suggestion(key, sorted(RUN_KEYS))}"
+        for key in sorted(map(str, set(entry) - RUN_KEYS))
+    ]
+    notebook, parameters = entry.get("notebook"), entry.get("parameters", {})
+    known = sorted(path.stem for path in NOTEBOOKS.glob("*.ipynb"))
+    if not isinstance(notebook, str) or not notebook:
+        problems.append(f"{where}: 'notebook' must be a notebook name such as 01_reproduce")
+    elif notebook not in known:
+        problems.append(f"{where}: notebook {notebook!r} does not exist; {_suggestion(notebook, known)}")
+    if not isinstance(parameters, dict):
+        problems.append(f"{where}: 'parameters' must be a mapping of names to values, not {type(parameters).__name__}")
+    if problems:
+        return None, problems
+    run = PlannedRun(notebook, dict(parameters))
+    return run, [f"{where} {notebook}: {problem}" for problem in parameter_problems(run)]
+
+
 def load_plan(path: str | os.PathLike[str] = DEFAULT_PLAN) -> list[PlannedRun]:
-    """Read a plan file: `runs:` a list of `{notebook: 01_reproduce, parameters: {...}}`."""
+    """Read and check a plan file: `runs:` a non-empty list of `{notebook: 01_reproduce, parameters: {...}}`.
+
+    Every entry is checked against its notebook's declared parameters (names and types) before anything runs.
+    Raises PlanError listing every problem, one line each, each naming the file.
+    """
     plan_path = Path(path)
+    if not plan_path.exists():
+        raise PlanError(f"plan file {plan_path} does not exist")
     if not plan_path.is_file():
-        raise FileNotFoundError(f"plan file {plan_path} does not exist")
-    data = yaml.safe_load(plan_path.read_text()) or {}
-    runs = [PlannedRun(entry["notebook"], dict(entry.get("parameters") or {})) for entry in data.get("runs", [])]
-    for run in runs:
-        if not (NOTEBOOKS / f"{run.notebook}.ipynb").is_file():
-            known = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
-            raise ValueError(f"{plan_path}: notebook {run.notebook!r} does not exist; known: {known}")
-    return runs
+        raise PlanError(f"plan file {plan_path} is not a file")
+    try:
+        data = yaml.safe_load(plan_path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise PlanError(f"{plan_path}: not valid YAML{at}") from exc
+    if not isinstance(data, dict):
+        raise PlanError(f"{plan_path}: a plan is a mapping with a 'runs' list, not {type(data).__name__}")
+    problems = [
+        f"unknown key {key!r}; {_suggestion(key, sorted(PLAN_KEYS))}" for key in sorted(map(str, set(data) - PLAN_KEYS))
+    ]
+    entries = data.get("runs")
+    if not isinstance(entries, list) or not entries:
+        problems.append("'runs' must be a non-empty list of {notebook, parameters} entries")
+        entries = []
+    planned: dict[str, tuple[int, PlannedRun]] = {}
+    for index, entry in enumerate(entries):
+        run, found = _entry_problems(index, entry)
+        problems += found
+        if run is not None and run.name in planned:
+            problems.append(f"runs[{index}]: the same executed copy as runs[{planned[run.name][0]}] ({run.name})")
+        elif run is not None:
+            planned[run.name] = (index, run)
+    if problems:
+        raise PlanError([f"{plan_path}: {problem}" for problem in problems])
+    return [run for _, run in planned.values()]
 
 
 def select(runs: list[PlannedRun], only: list[str] | None) -> list[PlannedRun]:
-    """Keep the runs whose notebook starts with one of `only` (e.g. ['01', '03'])."""
-    if not only:
+    """Keep the runs whose notebook starts with one of `only` (e.g. ['01', '03']); None keeps every run.
+
+    Raises PlanError when `only` names no prefix, or listing each prefix that matches no planned notebook.
+    """
+    if only is None:
         return runs
-    chosen = [run for run in runs if any(run.notebook.startswith(prefix) for prefix in only)]
-    if not chosen:
-        raise ValueError(f"--only {','.join(only)} matches no notebook in the plan")
-    return chosen
+    prefixes = [prefix for prefix in only if prefix]
+    if not prefixes:
+        raise PlanError("--only names no notebook prefix (e.g. --only 01,03)")
+    known = ", ".join(dict.fromkeys(run.notebook for run in runs))
+    unmatched = [prefix for prefix in prefixes if not any(run.notebook.startswith(prefix) for run in runs)]
+    if unmatched:
+        raise PlanError([f"--only {prefix}: matches no notebook in the plan ({known})" for prefix in unmatched])
+    return [run for run in runs if any(run.notebook.startswith(prefix) for prefix in prefixes)]
 
 
 def check_kernel(kernel: str) -> None:
@@ -73,39 +191,49 @@ def check_kernel(kernel: str) -> None:
         )
 
 
-def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_NAME) -> Path:
-    """Execute one copy with papermill; on success replace the previous copy, on failure keep it aside."""
+def _root_parameter(root: Path) -> str:
+    """A tree as a notebook parameter: relative to the repository root when inside it, so copies stay portable."""
+    resolved = root.resolve()
+    return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
+
+
+def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_NAME, wait: bool = False) -> Path:
+    """Execute one copy with papermill into its staging folder; publish its files only if it completes.
+
+    The notebook writes under its staging folder (its `output_root` parameter) and reads other runs' records from
+    the published tree (`input_root`, where the notebook declares it). A failure or an interrupt leaves the tree
+    as it was: the staged files, the executed copy with its traceback among them, go to outputs/failed/<copy>/.
+    Returns the published executed copy.
+    """
     import papermill
 
     check_kernel(kernel)
-    executed_dir = output_root / "notebooks"
-    failed_dir = output_root / "failed"
-    executed_dir.mkdir(parents=True, exist_ok=True)
-    parameters = {**run.parameters}
-    if output_root != OUTPUTS:
-        parameters.setdefault("output_root", str(output_root))
-    fd, scratch = tempfile.mkstemp(dir=executed_dir, prefix=f".{run.name}.", suffix=".ipynb")
-    os.close(fd)
-    try:
-        papermill.execute_notebook(
-            str(NOTEBOOKS / f"{run.notebook}.ipynb"),
-            scratch,
-            parameters=parameters,
-            kernel_name=kernel,
-            cwd=str(NOTEBOOKS),
-            progress_bar=sys.stderr.isatty(),
-        )
-    except BaseException:
-        failed_dir.mkdir(parents=True, exist_ok=True)
-        kept = failed_dir / f"{run.name}.ipynb"
-        os.replace(scratch, kept)
-        print(f"where223 run: {run.notebook} failed; executed copy with traceback: {kept}", file=sys.stderr)
-        raise
-    target = executed_dir / f"{run.name}.ipynb"
-    os.replace(scratch, target)
-    (failed_dir / f"{run.name}.ipynb").unlink(missing_ok=True)
-    export_html(target)
-    return target
+    problems = parameter_problems(run)
+    if problems:
+        raise PlanError([f"{run.name}: {problem}" for problem in problems])
+    root = Path(output_root)
+    with outputs_lock(root, wait):
+        try:
+            with staged(run.name, root) as stage:
+                parameters = {**run.parameters, "output_root": _root_parameter(stage)}
+                if "input_root" in declared_parameters(run.notebook):
+                    parameters["input_root"] = _root_parameter(root)
+                executed = stage / EXECUTED / f"{run.name}.ipynb"
+                executed.parent.mkdir()
+                papermill.execute_notebook(
+                    str(NOTEBOOKS / f"{run.notebook}.ipynb"),
+                    str(executed),
+                    parameters=parameters,
+                    kernel_name=kernel,
+                    cwd=str(NOTEBOOKS),
+                    progress_bar=sys.stderr.isatty(),
+                )
+                export_html(executed)
+        except Exception as error:  # an interrupt stays an interrupt
+            kept = failed_dir(run.name, root) / EXECUTED / f"{run.name}.ipynb"
+            why = f"{getattr(error, 'ename', type(error).__name__)}: {getattr(error, 'evalue', error)}"
+            raise NotebookFailedError(f"{run.notebook} failed ({why}); executed copy with traceback: {kept}") from error
+    return root / EXECUTED / f"{run.name}.ipynb"
 
 
 def export_html(notebook: Path) -> Path:
@@ -118,19 +246,21 @@ def export_html(notebook: Path) -> Path:
     return write_atomic(notebook.with_suffix(".html"), body)
 
 
-def run_plan(plan: list[PlannedRun], output_root: Path = OUTPUTS, kernel: str = KERNEL_NAME) -> list[Path]:
-    """Execute every planned copy in order, printing one progress line per copy."""
+def run_plan(
+    plan: list[PlannedRun],
+    output_root: Path = OUTPUTS,
+    kernel: str = KERNEL_NAME,
+    progress: Callable[[str], None] = lambda line: None,
+    wait: bool = False,
+) -> list[Path]:
+    """Execute every planned copy in order, telling `progress` one line per copy before it starts.
+
+    Holds the outputs tree's lock throughout: another writer makes it refuse at once (OutputsBusyError), or
+    wait for that writer to finish with `wait`.
+    """
     done = []
-    for index, run in enumerate(plan, start=1):
-        print(f"[{index}/{len(plan)}] {run.name}", flush=True)
-        done.append(execute(run, output_root, kernel))
+    with outputs_lock(output_root, wait, progress):
+        for index, run in enumerate(plan, start=1):
+            progress(f"[{index}/{len(plan)}] {run.name}")
+            done.append(execute(run, output_root, kernel))
     return done
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    """`where223 run`: execute the plan (or part of it) into outputs/."""
-    only = [part.strip() for part in args.only.split(",")] if args.only else None
-    plan = select(load_plan(args.params or DEFAULT_PLAN), only)
-    output_root = Path(args.output_root).resolve() if args.output_root else OUTPUTS
-    run_plan(plan, output_root, args.kernel)
-    return 0

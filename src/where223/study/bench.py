@@ -13,14 +13,13 @@ Every measured variant (`MEASURED`, registered in `where223.gpt2.variants`) gets
 
 The eager parts need only torch and transformers 4.25.1 (plus this package's pure-Python modules), so
 `benchmarks/bench_variants_gpu.py` runs them on a GPU machine alone; onnx, onnxruntime and the linter are
-imported only by the export checks.
+imported only by the export checks. What only reads the rows (tracing levels, sync cost, the recommendation,
+the table) is `where223.study.ranking`, which imports no torch.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,10 +32,19 @@ from torch.overrides import TorchFunctionMode
 
 from where223.gpt2 import models, variants
 from where223.gpt2.export import autocast
+from where223.graph.ort import judge
 from where223.pipeline import environment, paths, records
-from where223.pipeline.params import check_choice, check_range, resolve_amp_dtype, resolve_device
+from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
+from where223.study.ranking import (
+    BASELINE,
+    NOT_MEASURED,
+    ORT_STATUSES,
+    TRACING_LEVELS,
+    recommend,
+    trace_correct,
+    tracing_level,
+)
 
-BASELINE = "4.25"
 MEASURED: tuple[str, ...] = (
     "4.25",
     "4.24",
@@ -74,13 +82,6 @@ SKIPPED: dict[str, str] = {
     "mask 'full_device_cast' with scale 'float_cast', 'where_scalar' with other scales": (
         "the same lines as a measured variant plus one redundant cast, or the same double-typed fill value"
     ),
-}
-NOT_MEASURED = "not measured"
-ORT_STATUSES: dict[str, str] = {
-    "accepted": "ONNX Runtime created a session",
-    "bf16_kernel_missing": "type check passed, bf16 kernel missing on CPU",
-    "type_error": "ONNX Runtime refused the graph's types",
-    "other_error": "another ONNX Runtime error",
 }
 # Head size 20, whose square root bfloat16 and float16 cannot hold; weights large enough that the scores,
 # and so a change in their last bit, survive the softmax (GPT-2's 0.02 leaves them near zero).
@@ -123,8 +124,9 @@ class StudySettings:
         """Check every parameter, resolve 'auto'; the baseline is always measured (ratios need it)."""
         resolved = resolve_device(device)
         check_choice("preset", preset, sorted(models.PRESETS))
-        for name in names:
-            variants.get_variant(name)
+        unknown = [name for name in names if name not in variants.VARIANTS]
+        if unknown:
+            raise ParameterError(f"unknown attention variant(s) {unknown}; registered: {sorted(variants.VARIANTS)}")
         chosen = (BASELINE, *(name for name in dict.fromkeys(names) if name != BASELINE))
         return cls(
             device=resolved,
@@ -141,14 +143,20 @@ class StudySettings:
         )
 
 
+def head_size(preset: str) -> int:
+    """The attention head size of a model preset (n_embd / n_head)."""
+    config = models.make_config(preset)
+    return config.n_embd // config.n_head
+
+
 def output_path(device: str, output_root: str | Path | None = None) -> Path:
     """`outputs/variants/variants-<device>.json` (under `output_root` when given)."""
     return paths.run_dir("variants", output_root or None) / f"variants-{device}.json"
 
 
 def _batch(preset_vocab: int, batch_size: int, seq_len: int, seed: int, device: str) -> dict[str, torch.Tensor]:
-    dataset = models.load_dataset("synthetic", batch_size, seq_len, preset_vocab, seed)
-    return {key: value.to(device) for key, value in models.example_batch(dataset, batch_size).items()}
+    batch = models.first_batch("synthetic", batch_size, seq_len, preset_vocab, seed)
+    return {key: value.to(device) for key, value in batch.items()}
 
 
 def _inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -223,25 +231,15 @@ def eager_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
     return results
 
 
-def classify_ort(onnx_path: str | Path, amp_dtype: str) -> dict[str, Any]:
-    """Load the graph in ONNX Runtime (CPU) and classify the outcome into one of ORT_STATUSES."""
-    from where223.gpt2.export import load_in_onnxruntime
-    from where223.gpt2.reproduce import parse_type_binding
-    from where223.graph.repair import is_missing_kernel
-
-    try:
-        load_in_onnxruntime(onnx_path)
-    except Exception as error:  # ONNX Runtime raises its own exception types
-        message = str(error)
-        binding = parse_type_binding(message)
-        if binding is not None:
-            status = "type_error"
-        elif is_missing_kernel(message) and amp_dtype == "bf16":
-            status = "bf16_kernel_missing"
-        else:
-            status = "other_error"
-        return {"status": status, "message": message[:500], "type_binding": binding and asdict(binding)}
-    return {"status": "accepted", "message": "", "type_binding": None}
+def ort_record(onnx_path: str | Path) -> dict[str, Any]:
+    """ONNX Runtime's verdict (CPU) on the graph as the study records it: status, message, type binding."""
+    judgement = judge(onnx_path)
+    binding = judgement.type_binding
+    return {
+        "status": judgement.verdict,
+        "message": (judgement.message or "")[:500],
+        "type_binding": None if binding is None else binding.to_dict(),
+    }
 
 
 def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str, Any]:
@@ -267,7 +265,7 @@ def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str
             {"op_type": v.op_type, "kind": v.kind, "node": v.node, "message": v.message()} for v in lint.violations
         ],
         "where_type_conflict": any(v.op_type == "Where" for v in lint.violations),
-        "ort": classify_ort(out, settings.amp_dtype),
+        "ort": ort_record(out),
         "divergences": len(divergence.divergences),
         "attention_divergences": sum("/attn/" in d.graph_node for d in divergence.divergences),
         "first_divergence": None
@@ -385,112 +383,6 @@ def training_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
     return results
 
 
-def trace_correct(row: dict[str, Any]) -> bool | None:
-    """ONNX Runtime's type check passes and the linter finds no Where type conflict (None: not exported)."""
-    if "ort" not in row:
-        return None
-    return row["ort"]["status"] in ("accepted", "bf16_kernel_missing") and not row["where_type_conflict"]
-
-
-TRACING_LEVELS: tuple[str, ...] = (
-    "refused by ONNX Runtime",
-    "accepted, schema violations",
-    "lint clean, dtype divergence",
-    "lint clean, same dtypes as eager",
-)
-
-
-def tracing_level(row: dict[str, Any]) -> int | None:
-    """Index into TRACING_LEVELS of a variant's export (None: not exported)."""
-    correct = trace_correct(row)
-    if correct is None:
-        return None
-    if not correct:
-        return 0
-    if not row["lint_clean"]:
-        return 1
-    return 2 if row["divergences"] else 3
-
-
-def _cuda_measured(row: dict[str, Any]) -> bool:
-    return isinstance(row["syncs_per_step"], (int, float))
-
-
-def sync_cost(row: dict[str, Any]) -> float:
-    """Syncs plus host-to-device copies per step where measured (CUDA), else host-made tensors per forward."""
-    if _cuda_measured(row):
-        return float(row["syncs_per_step"]) + float(row["h2d_copies_per_step"])
-    return float(row["host_tensors_per_forward"])
-
-
-def recommend(rows: dict[str, dict[str, Any]], preset: str) -> dict[str, Any]:
-    """The recommended variant and the reasons, from the measurements alone.
-
-    Eligible: eager logits bitwise equal to 4.25.1 and a trace-correct export. Among those, ranked by: no
-    lint violation at all, fewest dtype divergences from eager, least sync cost, equal outputs on the probe
-    too, fewest Casts in the attention block, then the paired step-time ratio (last: on a shared CPU its
-    differences are mostly noise).
-    """
-    eligible = [name for name, row in rows.items() if row["eager_equal"] and trace_correct(row) is not False]
-    if not eligible:
-        return {
-            "variant": None,
-            "reasons": ["no variant is both eager-equal and trace-correct"],
-            "ranking": [],
-        }
-
-    def key(name: str) -> tuple:
-        row = rows[name]
-        return (
-            not row.get("lint_clean", True),
-            row.get("divergences", 0),
-            sync_cost(row),
-            not row["eager_equal_probe"],
-            row.get("attention_casts", 0),
-            row["paired_ratio"],
-        )
-
-    ranking = sorted(eligible, key=key)
-    best, base = rows[ranking[0]], rows[BASELINE]
-    reasons = [f"eager logits under autocast are bitwise equal to transformers 4.25.1 on the {preset} preset"]
-    if "ort" not in best:
-        reasons.append("export not checked in this run: tracing validity did not enter the ranking")
-    else:
-        reasons += [
-            f"export: {ORT_STATUSES[best['ort']['status']]}; lint "
-            + ("clean" if best["lint_clean"] else f"{len(best['lint_violations'])} violation(s)"),
-            f"{best['divergences']} dtype divergence(s) from eager (4.25: {base['divergences']}), "
-            f"{best['attention_casts']} Cast(s) in the attention block (4.25: {base['attention_casts']})",
-        ]
-    if _cuda_measured(best):
-        reasons.append(
-            f"{best['syncs_per_step']:g} cudaStreamSynchronize and {best['h2d_copies_per_step']:g} "
-            f"host-to-device copies per step "
-            f"(4.25: {base['syncs_per_step']:g} and {base['h2d_copies_per_step']:g})"
-        )
-    else:
-        reasons.append(
-            f"{best['host_tensors_per_forward']} host-made tensors per forward, each a host-to-device copy "
-            f"on a GPU (4.25: {base['host_tensors_per_forward']}); CUDA syncs {NOT_MEASURED} on this device"
-        )
-    reasons.append(
-        f"step time {best['step_time_ratio']:.3f} x that of 4.25 (medians), {best['paired_ratio']:.3f} x "
-        "(median of same-round ratios)"
-    )
-    ties = [name for name in ranking[1:] if key(name)[:-1] == key(ranking[0])[:-1]]
-    if ties:
-        times = ", ".join(f"{rows[name]['paired_ratio']:.3f}" for name in ties)
-        reasons.append(f"ties with {', '.join(ties)} on every criterion but the step time ({times}): either will do")
-    if not best["eager_equal_probe"]:
-        config = models.make_config(preset)
-        reasons.append(
-            "caveat: with a head size whose square root the autocast dtype cannot hold (probe model), its "
-            f"outputs differ from 4.25.1; the {preset} preset's head size {config.n_embd // config.n_head} "
-            "is not affected (its logits are equal, above)"
-        )
-    return {"variant": ranking[0], "reasons": reasons, "ranking": ranking}
-
-
 EXPORT_FIELDS: tuple[str, ...] = (
     "onnx",
     "lint_clean",
@@ -504,32 +396,10 @@ EXPORT_FIELDS: tuple[str, ...] = (
 )
 
 
-def shortfalls(rows: dict[str, dict[str, Any]], name: str, best: str) -> list[str]:
-    """What variant `name` loses against `best`, criterion by criterion, from the measurements."""
-    row, top = rows[name], rows[best]
-    lost = []
-    if not row["eager_equal"]:
-        lost.append(f"eager logits differ from 4.25.1 (max |diff| {row['eager_max_abs_diff']:.3g})")
-    if "ort" in row:
-        if not trace_correct(row):
-            lost.append(ORT_STATUSES[row["ort"]["status"]])
-        elif not row["lint_clean"] and top["lint_clean"]:
-            ops = sorted({v["op_type"] for v in row["lint_violations"]})
-            lost.append(f"{len(row['lint_violations'])} schema violation(s) ({', '.join(ops)})")
-        if row["divergences"] > top["divergences"]:
-            lost.append(f"{row['divergences']} dtype divergence(s) from eager")
-    if sync_cost(row) > sync_cost(top):
-        unit = "syncs + host-to-device copies per step" if _cuda_measured(row) else "host-made tensors per forward"
-        lost.append(f"{sync_cost(row):g} {unit} against {sync_cost(top):g}")
-    if not row["eager_equal_probe"] and top["eager_equal_probe"]:
-        lost.append("outputs differ from 4.25.1 on the probe head size")
-    return lost
-
-
 def run_study(
     settings: StudySettings,
     output_root: str | Path | None = None,
-    progress: Callable[[str], None] = print,
+    progress: Callable[[str], None] = lambda line: None,
     export_record: str | Path | None = None,
 ) -> dict[str, Any]:
     """Measure every variant of `settings`, write the JSON record atomically, return it.
@@ -573,78 +443,9 @@ def run_study(
         "ort_statuses": ORT_STATUSES,
         "tracing_levels": TRACING_LEVELS,
         "variants": rows,
-        "recommendation": recommend(rows, settings.preset),
+        "recommendation": recommend(rows, settings.preset, head_size(settings.preset)),
     }
     record = records.portable(record)
     records.write_json(out, record)
     record["path"] = str(out)
     return record
-
-
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("variant", "variant"),
-    ("eager_equal", "eager==4.25.1"),
-    ("eager_equal_probe", "probe=="),
-    ("trace_correct", "trace ok"),
-    ("lint_clean", "lint clean"),
-    ("ort_status", "ONNX Runtime"),
-    ("divergences", "diverg."),
-    ("attention_casts", "casts"),
-    ("host_tensors_per_forward", "host tensors"),
-    ("step_time_ratio", "step/4.25"),
-    ("paired_ratio", "paired"),
-    ("syncs_per_step", "syncs/step"),
-    ("h2d_copies_per_step", "H2D/step"),
-)
-
-
-def table_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """One flat dict per variant with every COLUMNS field ('not exported' where the export was skipped)."""
-    flat = []
-    for name, row in record["variants"].items():
-        values = {"variant": name, "ort_status": row["ort"]["status"] if "ort" in row else "not exported"}
-        for key, _ in COLUMNS:
-            values.setdefault(key, row.get(key, "not exported"))
-        flat.append(values)
-    return flat
-
-
-def format_table(record: dict[str, Any]) -> str:
-    """The study as a plain-text table, then the recommendation."""
-
-    def text(value: Any) -> str:
-        return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-    rows = [[text(row[key]) for key, _ in COLUMNS] for row in table_rows(record)]
-    header = [title for _, title in COLUMNS]
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in (header, *rows)]
-    recommendation = record["recommendation"]
-    lines += ["", f"recommended: {recommendation['variant']}"]
-    lines += [f"  - {reason}" for reason in recommendation["reasons"]]
-    return "\n".join(lines)
-
-
-def settings_from(args: argparse.Namespace) -> StudySettings:
-    """StudySettings from the options of `where223 bench-variants` (see where223.cli)."""
-    return StudySettings.resolve(
-        device=args.device,
-        amp_dtype=args.amp_dtype,
-        preset=args.preset,
-        batch_size=args.batch_size,
-        seq_len=args.seq_len,
-        steps=args.steps,
-        warmup=args.warmup,
-        profile_steps=args.profile_steps,
-        seed=args.seed,
-        export=not args.no_export,
-        names=args.variants.split(",") if args.variants else MEASURED,
-    )
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    """`where223 bench-variants`: run the study, print the table, say where the JSON went."""
-    record = run_study(settings_from(args), args.out, progress=lambda line: print(line, file=sys.stderr))
-    print(format_table(record))
-    print(f"\nwritten: {record['path']}")
-    return 0

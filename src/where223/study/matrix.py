@@ -4,12 +4,11 @@ Each torch version gets its own virtual environment under `.cache/matrix/envs/to
 transformers version is a `pip install --no-deps --target` side folder put first on PYTHONPATH.
 Every cell runs `where223.study.matrix_cell` in a subprocess with a timeout and leaves one JSON
 record under `outputs/matrix/cells/`; `outputs/matrix/matrix.json` aggregates them. Cells already
-recorded are skipped unless `--force`, so an interrupted run resumes where it stopped.
+recorded are skipped unless `force`, so an interrupted run resumes where it stopped. `where223 matrix` runs it.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -18,13 +17,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from where223.graph.ort import OrtVerdict
 from where223.pipeline import environment, paths, records
-from where223.study.matrix_figure import cell_label
+from where223.pipeline import installer as installers
+from where223.study.matrix_analysis import cell_label, version_key
+from where223.study.matrix_cell import CellState
 
 TRANSFORMERS_VERSIONS: tuple[str, ...] = (
     "4.22.0",
@@ -40,17 +42,17 @@ TRANSFORMERS_VERSIONS: tuple[str, ...] = (
 # 2.14.1 is the newest release the machine's pip cap (/etc/xdg/pip/constraints.txt: torch<=2.14.1) allows.
 TORCH_VERSIONS: tuple[str, ...] = ("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.14.1")
 EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
-OUTCOMES: tuple[str, ...] = ("accepted", "where_type_error", "other_error", "not_applicable", "not_run")
+# A cell's outcome: ONNX Runtime's verdict, or why it gave none.
+OUTCOMES: tuple[str, ...] = (*OrtVerdict, *CellState)
 # Outcomes that count as done: a resumed run skips them. `not_run` cells are retried.
-FINAL_OUTCOMES: frozenset[str] = frozenset(OUTCOMES) - {"not_run"}
+FINAL_OUTCOMES: frozenset[str] = frozenset(OUTCOMES) - {CellState.NOT_RUN}
 
 MATRIX_CACHE: Path = paths.CACHE / "matrix"
 ENVS: Path = MATRIX_CACHE / "envs"
 SIDE: Path = MATRIX_CACHE / "transformers"
 ONNX_DIR: Path = MATRIX_CACHE / "onnx"
-PIP_CACHE: Path = MATRIX_CACHE / "pip-cache"
+PIP_CACHE: Path = MATRIX_CACHE / "pip-cache"  # with WHERE223_INSTALLER=pip; uv uses .cache/uv
 MATRIX_OUT: Path = paths.OUTPUTS / "matrix"
-CELLS_DIR: Path = MATRIX_OUT / "cells"
 ENV_READY = "where223-env.json"
 
 # What transformers 4.22-4.30 checks at import (dependency_versions_check), at versions all of them accept.
@@ -69,7 +71,7 @@ TRANSFORMERS_DEPS: tuple[str, ...] = (
 # The project's own stack (requirements.in): onnx 1.16.2, ORT training CPU 1.19.2, numpy<2.
 PROJECT_ONNX: tuple[str, ...] = (
     "onnx==1.16.2",
-    "protobuf==3.20.2",
+    "protobuf==7.36.2",
     "onnxruntime-training-cpu==1.19.2",
     "numpy<2",
 )
@@ -111,7 +113,13 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-INCOMPATIBLE = ("No matching distribution", "ResolutionImpossible", "Could not find a version")
+# pip's words, then uv's, for versions that cannot be installed together (not a network error).
+INCOMPATIBLE = (
+    "No matching distribution",
+    "ResolutionImpossible",
+    "Could not find a version",
+    "we can conclude that",
+)
 
 
 def _pip_reason(log: str) -> tuple[str, bool]:
@@ -129,9 +137,14 @@ def _run_logged(cmd: Sequence[str], log: Path, env: dict[str, str] | None = None
         return subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False).returncode
 
 
-def ensure_env(torch_version: str) -> EnvResult:
-    """Create (once) the venv of one torch version; its marker file records what was installed."""
-    root = ENVS / f"torch-{torch_version}"
+def ensure_env(torch_version: str, envs: Path = ENVS) -> EnvResult:
+    """Create (once) the venv of one torch version under `envs`; its marker file records what was installed.
+
+    The installer is `where223.pipeline.installer.choose()`: uv by default, from the interpreter running this
+    (never a downloaded one), with pip's configuration passed explicitly (the machine's torch cap among it),
+    every file a hard link into the one uv cache; pip with WHERE223_INSTALLER=pip or without uv.
+    """
+    root = envs / f"torch-{torch_version}"
     python = root / "bin" / "python"
     marker = root / ENV_READY
     if marker.is_file():
@@ -140,29 +153,37 @@ def ensure_env(torch_version: str) -> EnvResult:
     if root.exists():
         shutil.rmtree(root)
     root.parent.mkdir(parents=True, exist_ok=True)
-    log = MATRIX_CACHE / "logs" / f"env-torch-{torch_version}.log"
+    log = envs.parent / "logs" / f"env-torch-{torch_version}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
-    pip_env = {**os.environ, "PIP_CACHE_DIR": str(PIP_CACHE)}
-    rc = _run_logged([sys.executable, "-m", "venv", str(root)], log)
+    installer = installers.choose()
+    install_env = installer.environment({"PIP_CACHE_DIR": str(PIP_CACHE)})
+    rc = _run_logged(installer.create(sys.executable, root), log, install_env)
     packages = env_packages(torch_version)
     if rc == 0:
-        rc = _run_logged([str(python), "-m", "pip", "install", "-q", *packages], log, pip_env)
+        rc = _run_logged(installer.install(python, "-q", *packages), log, install_env)
     if rc != 0:
         why, permanent = _pip_reason(log.read_text())
-        reason = f"pip install {' '.join(packages)} failed: {why}"
+        reason = f"{installer.command_name} {' '.join(packages)} failed: {why}"
         if permanent:  # remembered: the next run does not retry an impossible install
             records.write_json(marker, {"ok": False, "reason": reason, "requested": packages, "freeze": []})
         return EnvResult(None, reason, permanent)
-    frozen = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True, check=False)
+    frozen = subprocess.run(installer.freeze(python), capture_output=True, text=True, env=install_env, check=False)
     records.write_json(
-        marker, {"ok": True, "reason": None, "requested": packages, "freeze": frozen.stdout.splitlines()}
+        marker,
+        {
+            "ok": True,
+            "reason": None,
+            "installer": installer.name,
+            "requested": packages,
+            "freeze": frozen.stdout.splitlines(),
+        },
     )
     return EnvResult(python)
 
 
 def ensure_transformers(version: str) -> EnvResult:
-    """Install transformers `version` (no dependencies) into its own side folder, once."""
+    """Install transformers `version` (no dependencies) into its own side folder, once (same installer)."""
     target = SIDE / f"transformers-{version}"
     if (target / "transformers").is_dir():
         return EnvResult(target)
@@ -171,11 +192,12 @@ def ensure_transformers(version: str) -> EnvResult:
     log.write_text("")
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp)]
-    rc = _run_logged([*cmd, f"transformers=={version}"], log, {**os.environ, "PIP_CACHE_DIR": str(PIP_CACHE)})
+    installer = installers.choose()
+    cmd = installer.install(sys.executable, "-q", "--no-deps", "--target", str(tmp))
+    rc = _run_logged([*cmd, f"transformers=={version}"], log, installer.environment({"PIP_CACHE_DIR": str(PIP_CACHE)}))
     if rc != 0:
         why, permanent = _pip_reason(log.read_text())
-        return EnvResult(None, f"pip install transformers=={version} failed: {why}", permanent)
+        return EnvResult(None, f"{installer.command_name} transformers=={version} failed: {why}", permanent)
     tmp.rename(target)
     return EnvResult(target)
 
@@ -245,12 +267,16 @@ def run_cell(
     timeout_s: float,
     work_root: Path = ONNX_DIR,
 ) -> dict[str, Any]:
-    """Run one cell in a subprocess; a crash or a timeout becomes an `other_error` record."""
+    """Run one cell in a subprocess; a crash or a timeout becomes an `other_error` record.
+
+    `out` changes only when the cell's record is complete: an interrupted cell leaves the previous record as it was.
+    """
     name = cell_name(torch_version, transformers_version, exporter)
     work = work_root / name  # also the cwd: the dynamo exporters drop reports there
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     onnx_path = work / "model.onnx"
+    written = work / "cell.json"  # the cell's own record; `out` is replaced only once the record is complete
     env = {
         **os.environ,
         "PYTHONPATH": f"{side}{os.pathsep}{paths.ROOT / 'src'}",
@@ -262,15 +288,14 @@ def run_cell(
     cmd = [
         str(python), "-m", "where223.study.matrix_cell",
         "--torch", torch_version, "--transformers", transformers_version,
-        "--exporter", exporter, "--onnx", str(onnx_path), "--out", str(out),
+        "--exporter", exporter, "--onnx", str(onnx_path), "--out", str(written),
     ]  # fmt: skip
-    out.unlink(missing_ok=True)
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        record = placeholder(torch_version, transformers_version, exporter, "other_error", "timeout")
+        record = placeholder(torch_version, transformers_version, exporter, OrtVerdict.OTHER_ERROR, "timeout")
         record["error"] = {
             "stage": _last_stage(stderr),
             "type": "Timeout",
@@ -278,10 +303,10 @@ def run_cell(
         }
         records.write_json(out, record)
         return record
-    if out.is_file():
-        record = records.read_json(out)
+    if written.is_file():
+        record = records.read_json(written)
     else:
-        record = placeholder(torch_version, transformers_version, exporter, "other_error", "cell process died")
+        record = placeholder(torch_version, transformers_version, exporter, OrtVerdict.OTHER_ERROR, "cell process died")
         record["error"] = {
             "stage": _last_stage(proc.stderr),
             "type": "ProcessExit",
@@ -297,10 +322,6 @@ def load_cells(out_dir: Path = MATRIX_OUT) -> list[dict[str, Any]]:
     return [records.read_json(p) for p in sorted((out_dir / "cells").glob("*.json"))]
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
-
-
 def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
     """Build and write `matrix.json` from the cell records (axes, counts, per-env versions, cells)."""
     cells = load_cells(out_dir)
@@ -309,8 +330,8 @@ def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
         versions = cell.get("versions")
         if versions:
             envs.setdefault(cell["torch_requested"], {k: v for k, v in versions.items() if k != "transformers"})
-    torch_axis = sorted({c["torch_requested"] for c in cells}, key=_version_key)
-    tf_axis = sorted({c["transformers_requested"] for c in cells}, key=_version_key)
+    torch_axis = sorted({c["torch_requested"] for c in cells}, key=version_key)
+    tf_axis = sorted({c["transformers_requested"] for c in cells}, key=version_key)
     exporters = [e for e in EXPORTERS if any(c["exporter"] == e for c in cells)]
     matrix = {
         "description": (
@@ -344,8 +365,10 @@ def build(
     timeout_s: float = 600.0,
     deadline: dt.datetime | None = None,
     drop_envs: bool = False,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
-    """Run every missing cell (all with `force`), torch version by torch version, then aggregate."""
+    """Run every missing cell (all with `force`), torch version by torch version, then aggregate; `progress`
+    is told one line per environment and per cell."""
     plan = _planned(torch_versions, transformers_versions, exporters)
     counts: Counter[str] = Counter()
     done = 0
@@ -354,32 +377,32 @@ def build(
         skipped = sum(1 for c in plan if c[0] == torch_version) - len(todo)
         done += skipped
         if skipped:
-            print(f"torch {torch_version}: {skipped} cells already recorded, skipped", flush=True)
+            progress(f"torch {torch_version}: {skipped} cells already recorded, skipped")
         if not todo:
             continue
         if deadline and dt.datetime.now(dt.timezone.utc) >= deadline:
             for cell in todo:
                 reason = f"not run: the matrix deadline {deadline.isoformat()} was reached before this cell"
-                records.write_json(cell_path(cell_name(*cell), out_dir), placeholder(*cell, "not_run", reason))
-                counts["not_run"] += 1
+                records.write_json(cell_path(cell_name(*cell), out_dir), placeholder(*cell, CellState.NOT_RUN, reason))
+                counts[CellState.NOT_RUN] += 1
                 done += 1
             continue
-        print(f"torch {torch_version}: building environment (once) ...", flush=True)
+        progress(f"torch {torch_version}: building environment (once) ...")
         env = ensure_env(torch_version)
         for cell in todo:
             path = cell_path(cell_name(*cell), out_dir)
             if env.path is None:
-                outcome = "not_applicable" if env.permanent else "not_run"
+                outcome = CellState.NOT_APPLICABLE if env.permanent else CellState.NOT_RUN
                 record = placeholder(*cell, outcome, env.reason or "environment build failed")
                 records.write_json(path, record)
             elif deadline and dt.datetime.now(dt.timezone.utc) >= deadline:
                 reason = f"not run: the matrix deadline {deadline.isoformat()} was reached before this cell"
-                record = placeholder(*cell, "not_run", reason)
+                record = placeholder(*cell, CellState.NOT_RUN, reason)
                 records.write_json(path, record)
             else:
                 side = ensure_transformers(cell[1])
                 if side.path is None:
-                    outcome = "not_applicable" if side.permanent else "not_run"
+                    outcome = CellState.NOT_APPLICABLE if side.permanent else CellState.NOT_RUN
                     record = placeholder(*cell, outcome, side.reason or "transformers install failed")
                     records.write_json(path, record)
                 else:
@@ -388,70 +411,9 @@ def build(
             done += 1
             summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
             label = cell_label(record, width=70).replace("\n", " ")
-            print(f"[{done}/{len(plan)}] {record['cell']}: {label}  ({summary})", flush=True)
+            progress(f"[{done}/{len(plan)}] {record['cell']}: {label}  ({summary})")
             aggregate(out_dir)
         if drop_envs and env.path is not None:
             shutil.rmtree(ENVS / f"torch-{torch_version}", ignore_errors=True)
     return aggregate(out_dir)
 
-
-def _csv(text: str, allowed: Sequence[str]) -> list[str]:
-    values = [v.strip() for v in text.split(",") if v.strip()]
-    unknown = [v for v in values if v not in allowed]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown value(s) {unknown}; allowed: {', '.join(allowed)}")
-    return values
-
-
-def _deadline(text: str) -> dt.datetime:
-    value = dt.datetime.fromisoformat(text)
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m where223.study.matrix`: build (or resume) the version matrix."""
-    p = argparse.ArgumentParser(prog="python -m where223.study.matrix", description=__doc__)
-    p.add_argument("--torch", default=",".join(TORCH_VERSIONS), help="comma-separated torch versions")
-    p.add_argument(
-        "--transformers",
-        default=",".join(TRANSFORMERS_VERSIONS),
-        help="comma-separated transformers versions",
-    )
-    p.add_argument("--exporter", default=",".join(EXPORTERS), help="comma-separated: torchscript,dynamo")
-    p.add_argument("--force", action="store_true", help="rerun cells that are already recorded")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds one cell may run")
-    p.add_argument("--deadline", type=_deadline, help="ISO time (UTC if naive) after which cells become not_run")
-    p.add_argument("--drop-envs", action="store_true", help="delete each torch venv once its cells are done")
-    p.add_argument("--envs-only", action="store_true", help="only build the environments and side folders")
-    p.add_argument("--aggregate-only", action="store_true", help="only rebuild matrix.json from the cells")
-    args = p.parse_args(argv)
-    try:
-        torch_versions = _csv(args.torch, TORCH_VERSIONS)
-        tf_versions = _csv(args.transformers, TRANSFORMERS_VERSIONS)
-        exporters = _csv(args.exporter, EXPORTERS)
-    except argparse.ArgumentTypeError as exc:
-        p.error(str(exc))
-    if args.aggregate_only:
-        aggregate()
-        return 0
-    if args.envs_only:
-        for version in tf_versions:
-            print(f"transformers {version}: {ensure_transformers(version)}", flush=True)
-        for version in torch_versions:
-            print(f"torch {version}: {ensure_env(version)}", flush=True)
-        return 0
-    matrix = build(
-        torch_versions,
-        tf_versions,
-        exporters,
-        force=args.force,
-        timeout_s=args.timeout,
-        deadline=args.deadline,
-        drop_envs=args.drop_envs,
-    )
-    print("outcomes:", json.dumps(matrix["counts"], sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

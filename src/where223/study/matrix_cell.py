@@ -2,11 +2,14 @@
 
 Builds a tiny GPT-2 from `GPT2Config` (random weights, nothing downloaded), exports it to ONNX under
 `torch.autocast("cpu", torch.bfloat16)` with the TorchScript-based or the dynamo-based exporter, then
-loads and runs it with onnxruntime's CPU provider, and writes one JSON record with the outcome:
-`accepted`, `where_type_error`, `other_error` or `not_applicable`.
+loads and runs it with onnxruntime's CPU provider, and writes one JSON record with the outcome: ONNX
+Runtime's verdict (`where223.graph.ort.OrtVerdict`) or `not_applicable`.
 
-Imports only the stdlib, torch, transformers, onnx, onnxruntime, `where223.pipeline.records` and
-(lazily, optional) `where223.graph.lint`, so it runs in any of the matrix environments.
+Imports only the stdlib, torch, transformers, onnx, onnxruntime, `where223.pipeline`, `where223.graph.ort`
+(standard library only) and (lazily, optional) `where223.graph.lint`, so it runs in any of the matrix
+environments. That is why it is a worker entry point (`python -m`), not a `where223` command: the driver
+(`where223 matrix`) runs it with each torch environment's own interpreter, one subprocess per cell, where
+only this module's imports are installed.
 """
 
 from __future__ import annotations
@@ -15,25 +18,19 @@ import argparse
 import datetime as dt
 import inspect
 import platform
-import re
 import sys
 import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from where223.graph.ort import OrtJudgement, OrtVerdict, TypeBinding, judge_message, load_session
 from where223.pipeline import records
 from where223.pipeline.environment import package_versions
 
-# onnxruntime's graph type check, e.g. "Type Error: Type parameter (T) of Optype (Where) bound to
-# different types (tensor(float) and tensor(bfloat16) in node (/transformer/h.0/attn/Where)."
-TYPE_BINDING_RE = re.compile(
-    r"Type parameter \((?P<param>[^)]+)\) of Optype \((?P<op_type>[^)]+)\) bound to different types "
-    r"\((?P<first>tensor\((?P<first_elem>[^)]*)\)) and (?P<second>tensor\((?P<second_elem>[^)]*)\))\)?"
-    r" in node \((?P<node>[^)]*)\)"
-)
 MESSAGE_LIMIT = 20_000
 OPSET = 17
 PACKAGES = (
@@ -57,6 +54,13 @@ TINY_CONFIG: dict[str, int] = {
 }
 
 
+class CellState(StrEnum):
+    """Outcomes of a cell that are not ONNX Runtime's verdict: it gave none."""
+
+    NOT_APPLICABLE = "not_applicable"  # the stack cannot be installed, imported or exported with
+    NOT_RUN = "not_run"  # not run yet (a deadline, an install that may pass on a retry)
+
+
 class NotApplicable(Exception):
     """The cell cannot be run with these versions (the message says why)."""
 
@@ -66,17 +70,15 @@ def stage(name: str) -> None:
     print(f"WHERE223_STAGE {name}", file=sys.stderr, flush=True)
 
 
-def parse_type_binding(message: str) -> dict[str, Any] | None:
-    """The op, type parameter, node and the two types of an onnxruntime type-binding error, if any."""
-    match = TYPE_BINDING_RE.search(message)
-    if match is None:
-        return None
+def binding_record(binding: TypeBinding, message: str) -> dict[str, Any]:
+    """A type binding as the cells record it: op, parameter, node, element and ONNX types, the message."""
     return {
-        "op_type": match["op_type"],
-        "param": match["param"],
-        "node": match["node"],
-        "types": [match["first_elem"], match["second_elem"]],
-        "onnx_types": [match["first"], match["second"]],
+        "op_type": binding.op_type,
+        "param": binding.type_parameter,
+        "node": binding.node,
+        "types": [t.removeprefix("tensor(").removesuffix(")") for t in binding.bound_types],
+        "onnx_types": list(binding.bound_types),
+        "message": message,
     }
 
 
@@ -112,16 +114,22 @@ def warning_lines(caught: Sequence[warnings.WarningMessage], limit: int = 10) ->
     return lines[:limit]
 
 
-def classify(error: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-    """`where_type_error` with its parsed binding when the error (or a cause) is the Where mismatch."""
-    for text in [error["message"], *(c["message"] for c in error.get("causes", []))]:
-        binding = parse_type_binding(text)
-        if binding is not None:
-            binding["message"] = text
-            if binding["op_type"] == "Where":
-                return "where_type_error", binding
-            error["type_binding"] = binding
-    return "other_error", None
+def classify(error: dict[str, Any]) -> OrtJudgement:
+    """ONNX Runtime's most specific verdict in an error or its causes (the Where error first)."""
+    found = [judge_message(text) for text in [error["message"], *(c["message"] for c in error.get("causes", []))]]
+    return min(found, key=lambda judgement: list(OrtVerdict).index(judgement.verdict))
+
+
+def record_failure(record: dict[str, Any], error: dict[str, Any]) -> None:
+    """File a failed cell: its error, ONNX Runtime's verdict as the outcome, and the type binding named."""
+    judgement = classify(error)
+    record["error"] = error
+    record["outcome"] = judgement.verdict
+    binding = judgement.type_binding
+    if binding is not None and binding.is_where:
+        record["where_error"] = binding_record(binding, judgement.message)
+    elif binding is not None:
+        error["type_binding"] = binding_record(binding, judgement.message)
 
 
 def graph_facts(path: Path) -> dict[str, Any]:
@@ -272,7 +280,7 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
         record["transformers_path"] = str(Path(transformers.__file__).parent)
         model = timed("build", lambda: _tiny_model(torch, transformers))
     except Exception as exc:  # noqa: BLE001 - an incompatible stack is a result, not a crash
-        record["outcome"] = "not_applicable"
+        record["outcome"] = CellState.NOT_APPLICABLE
         record["error"] = describe_error(exc, "import/build")
         record["reason"] = (
             f"transformers {transformers_requested} cannot be imported or build GPT-2 with torch "
@@ -294,28 +302,22 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
                 record["export_warnings"] = warning_lines(caught)
         record["graph"] = graph_facts(onnx_path)
         current = "load"
-        import onnxruntime as ort
-
-        session = timed("load", lambda: ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]))
+        session = timed("load", lambda: load_session(onnx_path))
         current = "run"
         feeds = {session.get_inputs()[0].name: ids.numpy()}
         outputs = timed("run", lambda: session.run(None, feeds))
         record["run"] = {"outputs": [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in outputs]}
-        record["outcome"] = "accepted"
+        record["outcome"] = OrtVerdict.ACCEPTED
     except NotApplicable as exc:
-        record["outcome"] = "not_applicable"
+        record["outcome"] = CellState.NOT_APPLICABLE
         record["reason"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - every failure of export/load/run is the measurement
-        error = describe_error(exc, current)
-        outcome, binding = classify(error)
-        record["outcome"] = outcome
-        record["error"] = error
-        if binding is not None:
-            record["where_error"] = binding
+        record_failure(record, describe_error(exc, current))
     if onnx_path.is_file():
         if "graph" not in record:
             record["graph"] = graph_facts(onnx_path)
-        full = record["outcome"] == "other_error"
+        # the whole lint report where the graph failed otherwise than with the Where error
+        full = record["outcome"] in (OrtVerdict.TYPE_ERROR, OrtVerdict.MISSING_KERNEL, OrtVerdict.OTHER_ERROR)
         record["lint"] = timed("lint", lambda: lint_report(onnx_path, full))
     return record
 

@@ -6,28 +6,55 @@ on GitHub and offline; each figure links the executed notebook that drew it.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from where223.gpt2 import runs
 from where223.pipeline.paths import OUTPUTS
 from where223.pipeline.records import read_json, write_atomic
+from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, load_plan
 
-RUNS = ("ort_trainer", "ortmodule", "onnx_export")
-SOURCE_RUN = "tiny-cpu-bf16-onnx_export"
-FIX = f"{SOURCE_RUN}/fix-4.26"
+REPRODUCE, GRAPH, FIX = "01_reproduce", "02_graph", "03_fix_and_verify"
+
+
+def find_run(outputs: Path, given: Mapping[str, object]) -> str:
+    """The folder of the reproduction run that notebook parameters `given` produced, found from the records'
+    own parameters (a folder counts only under its own run name); the newest record if several match."""
+    found = []
+    for record in outputs.glob("*/reproduce.json"):
+        parameters = read_json(record)["parameters"]
+        if runs.run_name(parameters) == record.parent.name and runs.produced_by(given, parameters):
+            found.append((record.stat().st_mtime, record.parent.name))
+    if not found:
+        raise FileNotFoundError(f"no run under {outputs} was made with {dict(given)}: run `make run`")
+    return max(found)[1]
 
 
 class Report:
-    """Markdown lines built against one outputs folder; links are relative to it."""
+    """Markdown lines built against one outputs folder and the plan that filled it; links are relative to it."""
 
-    def __init__(self, outputs: Path) -> None:
+    def __init__(self, outputs: Path, plan: list[PlannedRun]) -> None:
         self.outputs = outputs
+        self.plan = plan
         self.lines: list[str] = []
 
     def json(self, relative: str) -> dict[str, Any]:
         return read_json(self.outputs / relative)
+
+    def planned(self, notebook: str, parameters: Mapping[str, object]) -> PlannedRun:
+        """The plan's first run of `notebook` with the reproduction run of `parameters` (its executed copy)."""
+        for run in self.plan:
+            if run.notebook == notebook and runs.produced_by(run.parameters, parameters):
+                return run
+        raise ValueError(f"the plan runs no {notebook} for {runs.run_name(parameters)}")
+
+    def fix_run(self) -> PlannedRun:
+        """The plan's first run of notebook 03 (it names its variant): the subject of sections 2 and 3."""
+        for run in self.plan:
+            if run.notebook == FIX and "variant" in run.parameters:
+                return run
+        raise ValueError(f"the plan runs no {FIX} that names its variant")
 
     def add(self, *lines: str) -> None:
         self.lines.extend(lines)
@@ -60,7 +87,8 @@ def _stack(record: dict[str, Any]) -> str:
 
 def failure(report: Report) -> None:
     """Section 1: the failure, on each path."""
-    records = {path: report.json(f"tiny-cpu-bf16-{path}/reproduce.json") for path in RUNS}
+    folders = {path: find_run(report.outputs, {"path": path}) for path in runs.PATHS}
+    records = {path: report.json(f"{folder}/reproduce.json") for path, folder in folders.items()}
     first = records["onnx_export"]
     params = first["parameters"]
     report.add(
@@ -94,22 +122,25 @@ def failure(report: Report) -> None:
         *trainer["call_stack"],
         "```",
         "",
-        "Records: " + ", ".join(f"[`{p}`](tiny-cpu-bf16-{p}/reproduce.json)" for p in RUNS) + ". "
-        "Notebook: [`01_reproduce`](notebooks/01_reproduce__path=onnx_export.ipynb).",
+        "Records: " + ", ".join(f"[`{p}`]({folder}/reproduce.json)" for p, folder in folders.items()) + ". "
+        f"Notebook: [`{REPRODUCE}`](notebooks/{report.planned(REPRODUCE, first['parameters']).name}.ipynb).",
         "",
     )
 
 
 def cause(report: Report) -> None:
     """Section 2: every violation, the source line, and where precision first departs."""
-    lint = report.json(f"{SOURCE_RUN}/graph/lint.json")
-    blame = report.json(f"{SOURCE_RUN}/graph/blame.json")
-    found = report.json(f"{SOURCE_RUN}/graph/divergence.json")
-    conflicts = [v for v in lint["violations"] if v["kind"] == "type_binding_conflict"]
-    others = [v for v in lint["violations"] if v["kind"] != "type_binding_conflict"]
+    from where223.graph.lint import FindingKind
+
+    source = find_run(report.outputs, report.fix_run().parameters)
+    lint = report.json(f"{source}/graph/lint.json")
+    blame = report.json(f"{source}/graph/blame.json")
+    found = report.json(f"{source}/graph/divergence.json")
+    conflicts = [v for v in lint["violations"] if v["kind"] == FindingKind.BINDING_CONFLICT]
+    others = [v for v in lint["violations"] if v["kind"] != FindingKind.BINDING_CONFLICT]
     top = blame["model_frames"][0]
     first = found["first"]
-    notebook = f"02_graph__source_run={SOURCE_RUN}"
+    notebook = report.planned(GRAPH, report.json(f"{source}/reproduce.json")["parameters"]).name
     report.add(
         "## 2. The cause",
         "",
@@ -144,18 +175,21 @@ def cause(report: Report) -> None:
             "float scores beside a reduced-precision mask constant.",
             "",
         )
-    report.figure(f"{SOURCE_RUN}/graph/neighbourhood", "The rejected Where and its neighbours, edges labelled "
+    report.figure(f"{source}/graph/neighbourhood", "The rejected Where and its neighbours, edges labelled "
                   "by dtype, the conflicting edge in red", notebook)
-    report.figure(f"{SOURCE_RUN}/graph/divergence", "Attention block per layer: graph dtype against eager "
+    report.figure(f"{source}/graph/divergence", "Attention block per layer: graph dtype against eager "
                   "dtype, by source line", notebook)
-    report.figure(f"{SOURCE_RUN}/graph/precision", "Attention tensors by precision in the exported graph",
+    report.figure(f"{source}/graph/precision", "Attention tensors by precision in the exported graph",
                   notebook)
 
 
 def fix(report: Report) -> None:
     """Section 3: the fix and its verification."""
-    verification = report.json(f"{FIX}/verification.json")
-    notebook = f"03_fix_and_verify__source_run={SOURCE_RUN}__variant={verification['variant']}"
+    planned = report.fix_run()
+    source = find_run(report.outputs, planned.parameters)
+    fixed = f"{source}/{runs.fix_name(str(planned.parameters['variant']))}"
+    verification = report.json(f"{fixed}/verification.json")
+    notebook = planned.name
     report.add(
         "## 3. The fix, verified",
         "",
@@ -170,18 +204,18 @@ def fix(report: Report) -> None:
         "",
         *[f"- `{c['name']}`: {c['detail']}" for c in verification["checks"] if c["detail"]],
         "",
-        f"Record: [`verification.json`]({FIX}/verification.json).",
+        f"Record: [`verification.json`]({fixed}/verification.json).",
         "",
     )
-    report.figure(f"{FIX}/before_after", "The Where before and after the source-level fix", notebook)
-    report.figure(f"{FIX}/repaired_vs_patched", "Graph repair (a Cast inserted into the exported model) beside "
+    report.figure(f"{fixed}/before_after", "The Where before and after the source-level fix", notebook)
+    report.figure(f"{fixed}/repaired_vs_patched", "Graph repair (a Cast inserted into the exported model) beside "
                   "the source-level fix", notebook)
-    report.figure(f"{FIX}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)
+    report.figure(f"{fixed}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)
 
 
 def variants(report: Report) -> None:
     """Section 4: one line that is trace-correct under autocast and free of host copies?"""
-    from where223.study.bench import COLUMNS, table_rows
+    from where223.study.ranking import COLUMNS, table_rows
 
     record = report.json("variants/variants-cpu.json")
     environment = record["environment"]
@@ -214,7 +248,7 @@ def variants(report: Report) -> None:
 
 def matrix(report: Report) -> None:
     """Section 5: which stacks have the bug."""
-    from where223.study import matrix_figure
+    from where223.study import matrix_analysis
 
     data = report.json("matrix/matrix.json")
     axes = data["axes"]
@@ -226,7 +260,7 @@ def matrix(report: Report) -> None:
         f"{', '.join(axes['exporter'])}: {len(data['cells'])} cells, each in its own environment. Outcomes: "
         + ", ".join(f"{kind} {count}" for kind, count in sorted(data["counts"].items())) + ".",
         "",
-        *[f"- {line}" for line in matrix_figure.conclusions(data)],
+        *[f"- {line}" for line in matrix_analysis.conclusions(data)],
         "",
         "Data: [`matrix/matrix.json`](matrix/matrix.json) and one JSON per cell under `matrix/cells/`; "
         "notes in [`matrix/NOTES.md`](matrix/NOTES.md).",
@@ -244,9 +278,9 @@ def _value(value: Any) -> str:
 SECTIONS: list[Callable[[Report], None]] = [failure, cause, fix, variants, matrix]
 
 
-def build(outputs: Path = OUTPUTS) -> str:
-    """The whole write-up as Markdown."""
-    report = Report(outputs)
+def build(outputs: Path = OUTPUTS, plan: Path = DEFAULT_PLAN) -> str:
+    """The whole write-up as Markdown, from the records under `outputs` of the runs of `plan`."""
+    report = Report(outputs, load_plan(plan))
     report.add(
         "# where223: GPT-2's `Where` type error under mixed precision, reproduced, explained and fixed",
         "",
@@ -261,9 +295,3 @@ def build(outputs: Path = OUTPUTS) -> str:
 def write_report(outputs: Path = OUTPUTS) -> Path:
     """Write outputs/REPORT.md atomically."""
     return write_atomic(outputs / "REPORT.md", build(outputs))
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    """`where223 report`: regenerate outputs/REPORT.md from the records."""
-    print(write_report(Path(args.outputs) if args.outputs else OUTPUTS))
-    return 0

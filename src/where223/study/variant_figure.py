@@ -6,7 +6,7 @@ the x axis the synchronisation cost of a training step (CUDA: cudaStreamSynchron
 host-to-device copies; elsewhere the host-made tensors per forward, each a copy on a GPU). The colour
 and the label give the step time as a ratio to 4.25 (median of same-round ratios); a hollow marker means
 the eager logits differ from transformers 4.25.1, a † that they differ on the probe model (see
-`where223.study.bench`). Nothing is typed by hand: every mark comes from the record.
+`where223.study.ranking`). Nothing is typed by hand: every mark comes from the record.
 """
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from where223.graph.draw import save_figure
-from where223.study.bench import TRACING_LEVELS, sync_cost, tracing_level
+import matplotlib
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+
+from where223.figures import HEADING_SIZE, TEXT_SIZE, new_figure, save_figure
+from where223.study.ranking import TRACING_LEVELS, sync_cost, tracing_level
 
 
 def sync_axis_label(record: dict[str, Any]) -> str:
@@ -45,17 +49,13 @@ def points(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def draw(record: dict[str, Any], out_stem: str | Path) -> list[Path]:
     """Draw the study into `<out_stem>.png` and `.svg`; the written paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     marks = points(record)
     ratios = [mark["ratio"] for mark in marks]
     spread = max(abs(r - 1.0) for r in ratios) or 0.01
-    norm = matplotlib.colors.Normalize(vmin=1.0 - spread, vmax=1.0 + spread)
+    norm = Normalize(vmin=1.0 - spread, vmax=1.0 + spread)
     cmap = matplotlib.colormaps["coolwarm"]
-    fig, ax = plt.subplots(figsize=(10, 5.5))
+    fig = new_figure(figsize=(10, 5.5))
+    ax = fig.subplots()
     in_row: dict[int, int] = defaultdict(int)  # labels already placed in a tracing level's row
     at_point: dict[tuple[float, int], int] = defaultdict(int)  # markers already drawn at one spot
     nudge = (max(mark["x"] for mark in marks) * 1.6 + 2) * 0.012
@@ -79,7 +79,7 @@ def draw(record: dict[str, Any], out_stem: str | Path) -> list[Path]:
             (x, mark["y"]),
             xytext=(10, (1 if index % 2 == 0 else -1) * 13 * (index // 2 + 1)),
             textcoords="offset points",
-            fontsize=8,
+            fontsize=TEXT_SIZE,
             va="center",
         )
     ax.set_yticks(range(len(TRACING_LEVELS)), TRACING_LEVELS)
@@ -92,10 +92,10 @@ def draw(record: dict[str, Any], out_stem: str | Path) -> list[Path]:
     ax.set_title(
         f"GPT-2 attention variants: tracing validity vs synchronisation "
         f"({env['device_name']}, {settings['amp_dtype']}, torch {env['packages']['torch']})",
-        fontsize=10,
+        fontsize=HEADING_SIZE,
     )
     ax.grid(True, alpha=0.3)
-    colourbar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
+    colourbar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax)
     colourbar.set_label(
         f"step time / {record['baseline']}'s, median of same-round ratios "
         f"({settings['preset']}, {settings['steps']} rounds)"
@@ -105,9 +105,7 @@ def draw(record: dict[str, Any], out_stem: str | Path) -> list[Path]:
         0.01,
         "hollow marker: eager logits differ from transformers 4.25.1 on the preset;  "
         "†: they differ on a probe whose head size has a square root the autocast dtype cannot hold",
-        fontsize=8,
+        fontsize=TEXT_SIZE,
     )
     fig.tight_layout()
-    written = save_figure(fig, out_stem)
-    plt.close(fig)
-    return written
+    return save_figure(fig, out_stem)

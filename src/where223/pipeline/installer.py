@@ -1,0 +1,170 @@
+"""Package installation with uv (pip as the fallback), configured from pip's own configuration.
+
+uv reads no pip configuration, so what pip takes from its configuration files and PIP_* variables (index,
+extra indexes, find-links, certificate bundle, constraints such as a machine's torch cap, timeout, proxy) is
+read with `pip config list` when an environment is built and handed to uv explicitly as variables. uv never
+downloads an interpreter (UV_PYTHON_DOWNLOADS=never) and takes every index into account as pip does
+(unsafe-best-match). Its cache is `.cache/uv`, on the same filesystem as `.venv` and the matrix environments,
+so installed files are hard links into one cache. `WHERE223_INSTALLER=pip` selects pip; pip is also used
+when no uv lies beside the interpreter (`scripts/setup-env.sh` installs the locked uv into `.venv`).
+
+`python -m where223.pipeline.installer` prints the variables as shell `export` lines (setup-env.sh evals them);
+it is a worker entry point, not a `where223` command, because it runs under the machine's interpreter before
+`.venv`, and so the command line, exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from where223.pipeline.paths import CACHE
+
+INSTALLER_VARIABLE = "WHERE223_INSTALLER"
+INSTALLERS: tuple[str, ...] = ("uv", "pip")
+UV_CACHE: Path = CACHE / "uv"
+# pip sections that apply to `pip install`, lowest precedence first (PIP_* variables are `:env:`).
+PIP_SECTIONS: tuple[str, ...] = ("global", "install", ":env:")
+# Set for every uv run: interpreters come from the machine; every index counts and the best version wins.
+UV_FIXED: dict[str, str] = {
+    "UV_PYTHON_DOWNLOADS": "never",
+    "UV_INDEX_STRATEGY": "unsafe-best-match",
+    "UV_LINK_MODE": "hardlink",
+}
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+
+
+def parse_pip_config_list(text: str) -> dict[str, str]:
+    """The options pip install takes from `pip config list` output: PIP_* over [install] over [global]."""
+    by_section: dict[str, dict[str, str]] = {section: {} for section in PIP_SECTIONS}
+    for line in text.splitlines():
+        key, sep, raw = line.partition("=")
+        section, dot, option = key.rpartition(".")
+        if not sep or not dot or section not in by_section:
+            continue
+        try:
+            value = ast.literal_eval(raw)
+        except (SyntaxError, ValueError):
+            value = raw
+        by_section[section][option.replace("_", "-")] = str(value)
+    merged: dict[str, str] = {}
+    for section in PIP_SECTIONS:
+        merged.update(by_section[section])
+    return merged
+
+
+def pip_options(python: str | os.PathLike[str] = sys.executable) -> dict[str, str]:
+    """pip's effective install options on this machine, read with `python -m pip config list`."""
+    result = subprocess.run([str(python), "-m", "pip", "config", "list"], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"`{python} -m pip config list` failed: {result.stderr.strip()[-500:]}")
+    return parse_pip_config_list(result.stdout)
+
+
+def uv_variables(options: Mapping[str, str], cache: Path | None = None) -> dict[str, str]:
+    """The variables that make uv install from where, and under which limits, pip would.
+
+    `cache` defaults to UV_CACHE_DIR when set, else `.cache/uv`.
+    """
+    words = {key: value.split() for key, value in options.items()}
+    variables = {**UV_FIXED, "UV_CACHE_DIR": str(cache or os.environ.get("UV_CACHE_DIR") or UV_CACHE)}
+    if options.get("index-url"):
+        variables["UV_DEFAULT_INDEX"] = options["index-url"]
+    if words.get("extra-index-url"):
+        variables["UV_INDEX"] = " ".join(words["extra-index-url"])
+    if words.get("find-links"):
+        variables["UV_FIND_LINKS"] = ",".join(words["find-links"])  # uv splits this one on commas
+    if words.get("constraint"):
+        variables["UV_CONSTRAINT"] = " ".join(words["constraint"])
+    if options.get("no-index", "").lower() in TRUE_WORDS:
+        variables["UV_NO_INDEX"] = "1"
+    if words.get("trusted-host"):
+        variables["UV_INSECURE_HOST"] = " ".join(words["trusted-host"])
+    if options.get("cert"):
+        variables["SSL_CERT_FILE"] = options["cert"]
+    if options.get("client-cert"):
+        variables["SSL_CLIENT_CERT"] = options["client-cert"]
+    if options.get("proxy"):
+        variables["HTTP_PROXY"] = variables["HTTPS_PROXY"] = options["proxy"]
+    timeout = options.get("timeout") or options.get("default-timeout")
+    if timeout:
+        variables["UV_HTTP_TIMEOUT"] = str(int(float(timeout)))
+    return variables
+
+
+@dataclass(frozen=True)
+class Installer:
+    """How to create environments and install packages: uv (with pip's configuration) or pip itself."""
+
+    name: str
+    uv: Path | None = None
+    variables: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def command_name(self) -> str:
+        """The install command as messages name it: `uv pip install` or `pip install`."""
+        return "uv pip install" if self.uv is not None else "pip install"
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The process environment of an install: os.environ, the uv variables, then `extra`."""
+        return {**os.environ, **self.variables, **(extra or {})}
+
+    def install(self, python: str | os.PathLike[str], *arguments: str) -> list[str]:
+        """`pip install ARGUMENTS` for the environment of `python`."""
+        if self.uv is not None:
+            return [str(self.uv), "pip", "install", "--python", str(python), *arguments]
+        return [str(python), "-m", "pip", "install", "--disable-pip-version-check", *arguments]
+
+    def create(self, base_python: str | os.PathLike[str], root: str | os.PathLike[str]) -> list[str]:
+        """Create a virtual environment at `root` from the machine's interpreter `base_python`."""
+        if self.uv is not None:
+            return [str(self.uv), "venv", "--quiet", "--python", str(base_python), str(root)]
+        return [str(base_python), "-m", "venv", str(root)]
+
+    def freeze(self, python: str | os.PathLike[str]) -> list[str]:
+        """List what the environment of `python` holds, pinned."""
+        if self.uv is not None:
+            return [str(self.uv), "pip", "freeze", "--python", str(python)]
+        return [str(python), "-m", "pip", "freeze"]
+
+
+def uv_beside(python: str | os.PathLike[str] = sys.executable) -> Path | None:
+    """The uv installed in the environment of `python` (from requirements.lock), if any."""
+    candidate = Path(python).parent / "uv"
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def choose(python: str | os.PathLike[str] = sys.executable) -> Installer:
+    """uv configured from pip's configuration, unless WHERE223_INSTALLER=pip or no uv is installed."""
+    wanted = os.environ.get(INSTALLER_VARIABLE, "uv") or "uv"
+    if wanted not in INSTALLERS:
+        raise ValueError(f"{INSTALLER_VARIABLE}={wanted!r}: choose one of {', '.join(INSTALLERS)}")
+    uv = uv_beside(python) if wanted == "uv" else None
+    if uv is None:
+        return Installer("pip")
+    return Installer("uv", uv, uv_variables(pip_options(python)))
+
+
+def shell_exports(variables: Mapping[str, str]) -> str:
+    """`export NAME=value` lines, quoted for a POSIX shell."""
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in sorted(variables.items()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the uv variables derived from pip's configuration as shell `export` lines."""
+    parser = argparse.ArgumentParser(prog="python -m where223.pipeline.installer", description=main.__doc__)
+    parser.add_argument("--python", default=sys.executable, help="the interpreter whose pip configuration counts")
+    args = parser.parse_args(argv)
+    sys.stdout.write(shell_exports(uv_variables(pip_options(args.python))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""The variant study's records ranked and tabulated: what reads measurements only, never torch.
+
+`where223.study.bench` measures (torch); this module turns its rows into tracing levels, sync costs, the
+recommendation, each variant's shortfalls and the table, so that the report and the figures, which only read the
+JSON record, import no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from where223.graph.ort import OrtVerdict
+
+BASELINE = "4.25"
+NOT_MEASURED = "not measured"
+ORT_STATUSES: dict[OrtVerdict, str] = {
+    OrtVerdict.ACCEPTED: "ONNX Runtime created a session",
+    OrtVerdict.WHERE_TYPE_ERROR: "ONNX Runtime refused the Where node's types",
+    OrtVerdict.TYPE_ERROR: "ONNX Runtime refused the graph's types",
+    OrtVerdict.MISSING_KERNEL: "type check passed, kernel missing on CPU",
+    OrtVerdict.OTHER_ERROR: "another ONNX Runtime error",
+}
+# A variant's export from worst to best (`tracing_level` indexes it).
+TRACING_LEVELS: tuple[str, ...] = (
+    "refused by ONNX Runtime",
+    "accepted, schema violations",
+    "lint clean, dtype divergence",
+    "lint clean, same dtypes as eager",
+)
+
+
+def trace_correct(row: dict[str, Any]) -> bool | None:
+    """ONNX Runtime's type check passes and the linter finds no Where type conflict (None: not exported)."""
+    if "ort" not in row:
+        return None
+    return OrtVerdict(row["ort"]["status"]).types_accepted and not row["where_type_conflict"]
+
+
+def tracing_level(row: dict[str, Any]) -> int | None:
+    """Index into TRACING_LEVELS of a variant's export (None: not exported)."""
+    correct = trace_correct(row)
+    if correct is None:
+        return None
+    if not correct:
+        return 0
+    if not row["lint_clean"]:
+        return 1
+    return 2 if row["divergences"] else 3
+
+
+def _cuda_measured(row: dict[str, Any]) -> bool:
+    return isinstance(row["syncs_per_step"], (int, float))
+
+
+def sync_cost(row: dict[str, Any]) -> float:
+    """Syncs plus host-to-device copies per step where measured (CUDA), else host-made tensors per forward."""
+    if _cuda_measured(row):
+        return float(row["syncs_per_step"]) + float(row["h2d_copies_per_step"])
+    return float(row["host_tensors_per_forward"])
+
+
+def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> dict[str, Any]:
+    """The recommended variant and the reasons, from the measurements alone (`head_size`: the preset's).
+
+    Eligible: eager logits bitwise equal to 4.25.1 and a trace-correct export. Among those, ranked by: no
+    lint violation at all, fewest dtype divergences from eager, least sync cost, equal outputs on the probe
+    too, fewest Casts in the attention block, then the paired step-time ratio (last: on a shared CPU its
+    differences are mostly noise).
+    """
+    eligible = [name for name, row in rows.items() if row["eager_equal"] and trace_correct(row) is not False]
+    if not eligible:
+        return {
+            "variant": None,
+            "reasons": ["no variant is both eager-equal and trace-correct"],
+            "ranking": [],
+        }
+
+    def key(name: str) -> tuple:
+        row = rows[name]
+        return (
+            not row.get("lint_clean", True),
+            row.get("divergences", 0),
+            sync_cost(row),
+            not row["eager_equal_probe"],
+            row.get("attention_casts", 0),
+            row["paired_ratio"],
+        )
+
+    ranking = sorted(eligible, key=key)
+    best, base = rows[ranking[0]], rows[BASELINE]
+    reasons = [f"eager logits under autocast are bitwise equal to transformers 4.25.1 on the {preset} preset"]
+    if "ort" not in best:
+        reasons.append("export not checked in this run: tracing validity did not enter the ranking")
+    else:
+        reasons += [
+            f"export: {ORT_STATUSES[best['ort']['status']]}; lint "
+            + ("clean" if best["lint_clean"] else f"{len(best['lint_violations'])} violation(s)"),
+            f"{best['divergences']} dtype divergence(s) from eager (4.25: {base['divergences']}), "
+            f"{best['attention_casts']} Cast(s) in the attention block (4.25: {base['attention_casts']})",
+        ]
+    if _cuda_measured(best):
+        reasons.append(
+            f"{best['syncs_per_step']:g} cudaStreamSynchronize and {best['h2d_copies_per_step']:g} "
+            f"host-to-device copies per step "
+            f"(4.25: {base['syncs_per_step']:g} and {base['h2d_copies_per_step']:g})"
+        )
+    else:
+        reasons.append(
+            f"{best['host_tensors_per_forward']} host-made tensors per forward, each a host-to-device copy "
+            f"on a GPU (4.25: {base['host_tensors_per_forward']}); CUDA syncs {NOT_MEASURED} on this device"
+        )
+    reasons.append(
+        f"step time {best['step_time_ratio']:.3f} x that of 4.25 (medians), {best['paired_ratio']:.3f} x "
+        "(median of same-round ratios)"
+    )
+    ties = [name for name in ranking[1:] if key(name)[:-1] == key(ranking[0])[:-1]]
+    if ties:
+        times = ", ".join(f"{rows[name]['paired_ratio']:.3f}" for name in ties)
+        reasons.append(f"ties with {', '.join(ties)} on every criterion but the step time ({times}): either will do")
+    if not best["eager_equal_probe"]:
+        reasons.append(
+            "caveat: with a head size whose square root the autocast dtype cannot hold (probe model), its "
+            f"outputs differ from 4.25.1; the {preset} preset's head size {head_size} "
+            "is not affected (its logits are equal, above)"
+        )
+    return {"variant": ranking[0], "reasons": reasons, "ranking": ranking}
+
+
+def shortfalls(rows: dict[str, dict[str, Any]], name: str, best: str) -> list[str]:
+    """What variant `name` loses against `best`, criterion by criterion, from the measurements."""
+    row, top = rows[name], rows[best]
+    lost = []
+    if not row["eager_equal"]:
+        lost.append(f"eager logits differ from 4.25.1 (max |diff| {row['eager_max_abs_diff']:.3g})")
+    if "ort" in row:
+        if not trace_correct(row):
+            lost.append(ORT_STATUSES[row["ort"]["status"]])
+        elif not row["lint_clean"] and top["lint_clean"]:
+            ops = sorted({v["op_type"] for v in row["lint_violations"]})
+            lost.append(f"{len(row['lint_violations'])} schema violation(s) ({', '.join(ops)})")
+        if row["divergences"] > top["divergences"]:
+            lost.append(f"{row['divergences']} dtype divergence(s) from eager")
+    if sync_cost(row) > sync_cost(top):
+        unit = "syncs + host-to-device copies per step" if _cuda_measured(row) else "host-made tensors per forward"
+        lost.append(f"{sync_cost(row):g} {unit} against {sync_cost(top):g}")
+    if not row["eager_equal_probe"] and top["eager_equal_probe"]:
+        lost.append("outputs differ from 4.25.1 on the probe head size")
+    return lost
+
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("variant", "variant"),
+    ("eager_equal", "eager==4.25.1"),
+    ("eager_equal_probe", "probe=="),
+    ("trace_correct", "trace ok"),
+    ("lint_clean", "lint clean"),
+    ("ort_status", "ONNX Runtime"),
+    ("divergences", "diverg."),
+    ("attention_casts", "casts"),
+    ("host_tensors_per_forward", "host tensors"),
+    ("step_time_ratio", "step/4.25"),
+    ("paired_ratio", "paired"),
+    ("syncs_per_step", "syncs/step"),
+    ("h2d_copies_per_step", "H2D/step"),
+)
+
+
+def table_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One flat dict per variant with every COLUMNS field ('not exported' where the export was skipped)."""
+    flat = []
+    for name, row in record["variants"].items():
+        values = {"variant": name, "ort_status": row["ort"]["status"] if "ort" in row else "not exported"}
+        for key, _ in COLUMNS:
+            values.setdefault(key, row.get(key, "not exported"))
+        flat.append(values)
+    return flat
+
+
+def format_table(record: dict[str, Any]) -> str:
+    """The study as a plain-text table, then the recommendation."""
+
+    def text(value: Any) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    rows = [[text(row[key]) for key, _ in COLUMNS] for row in table_rows(record)]
+    header = [title for _, title in COLUMNS]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in (header, *rows)]
+    recommendation = record["recommendation"]
+    lines += ["", f"recommended: {recommendation['variant']}"]
+    lines += [f"  - {reason}" for reason in recommendation["reasons"]]
+    return "\n".join(lines)

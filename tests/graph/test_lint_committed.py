@@ -1,0 +1,49 @@
+"""The linter's reports on the committed exports are exactly those outputs/ holds: a speed-up or a
+refactor of the typing must not change a single field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from where223.graph.lint import lint_model
+from where223.graph.types import Scope
+from where223.pipeline.paths import OUTPUTS, ROOT, portable
+
+COMMITTED = sorted(p for p in OUTPUTS.rglob("lint.json") if "failed" not in p.relative_to(OUTPUTS).parts)
+
+
+def _committed(lint_json: Path) -> dict[str, Any]:
+    return json.loads(lint_json.read_text())
+
+
+def _fresh(committed: dict[str, Any]) -> dict[str, Any]:
+    """The report on the model a committed report was made from, as `records.write_json` stores it."""
+    record = json.loads(json.dumps(lint_model(ROOT / committed["model_path"]).to_dict(), default=str))
+    record["model_path"] = portable(record["model_path"])
+    return record
+
+
+def test_there_are_committed_reports_with_violations():
+    assert len(COMMITTED) >= 3
+    assert all(_committed(p)["violations"] for p in COMMITTED)
+
+
+@pytest.mark.parametrize("lint_json", COMMITTED, ids=lambda p: str(p.parent.relative_to(OUTPUTS)))
+def test_report_on_a_committed_export_is_unchanged(lint_json):
+    committed = _committed(lint_json)
+    assert _fresh(committed) == committed
+
+
+def test_a_value_typed_differently_changes_the_report(monkeypatch):
+    """Control: forgetting the type of one offending value is a different report."""
+    committed = _committed(OUTPUTS / "tiny-cpu-bf16-onnx_export" / "graph" / "lint.json")
+    forgotten = committed["violations"][0]["offending"][0]["name"]
+    type_of = Scope.type_of
+    monkeypatch.setattr(Scope, "type_of", lambda self, name: None if name == forgotten else type_of(self, name))
+    fresh = _fresh(committed)
+    assert fresh != committed
+    assert fresh["untyped_values"] > committed["untyped_values"]

@@ -1,0 +1,90 @@
+"""uv gets what pip would get from its configuration; pip when asked or when no uv is installed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from where223.pipeline import installer
+
+# `pip config list` output: a PIP_* variable, a user file and a global file, as pip prints them.
+PIP_CONFIG_LIST = """\
+:env:.cert='/env/ca.pem'
+:env:.find-links='/opt/wheels /srv/more wheels'
+global.cert='/etc/ca.pem'
+global.constraint='/etc/xdg/pip/constraints.txt'
+global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'
+global.timeout='60'
+install.timeout='180'
+freeze.exclude='pip'
+"""
+
+
+def test_pip_variables_override_install_section_which_overrides_global() -> None:
+    options = installer.parse_pip_config_list(PIP_CONFIG_LIST)
+    assert options["cert"] == "/env/ca.pem"  # PIP_CERT wins over global.cert
+    assert options["timeout"] == "180"  # [install] wins over [global]
+    assert options["constraint"] == "/etc/xdg/pip/constraints.txt"  # only in [global]: kept
+    assert "exclude" not in options  # another command's section does not apply to `pip install`
+
+
+def test_uv_variables_carry_indexes_links_certificate_and_constraints(tmp_path: Path) -> None:
+    variables = installer.uv_variables(installer.parse_pip_config_list(PIP_CONFIG_LIST), cache=tmp_path)
+    assert variables["SSL_CERT_FILE"] == "/env/ca.pem"
+    assert variables["UV_INDEX"] == "file:///opt/pypi/simple file:///opt/pypi-more/simple"
+    assert variables["UV_FIND_LINKS"] == "/opt/wheels,/srv/more,wheels"
+    assert variables["UV_CONSTRAINT"] == "/etc/xdg/pip/constraints.txt"
+    assert variables["UV_HTTP_TIMEOUT"] == "180"
+    assert variables["UV_PYTHON_DOWNLOADS"] == "never"
+    assert variables["UV_CACHE_DIR"] == str(tmp_path)
+    assert "UV_DEFAULT_INDEX" not in variables  # pip's default index is uv's default too
+
+
+def test_an_empty_pip_configuration_adds_only_the_fixed_settings(tmp_path: Path) -> None:
+    variables = installer.uv_variables({}, cache=tmp_path)
+    assert variables == {**installer.UV_FIXED, "UV_CACHE_DIR": str(tmp_path)}
+
+
+def test_shell_exports_survive_a_shell_round_trip() -> None:
+    variables = {"UV_INDEX": "file:///a b's", "SSL_CERT_FILE": "/x/ca.pem"}
+    script = installer.shell_exports(variables) + 'printf "%s|%s" "$UV_INDEX" "$SSL_CERT_FILE"'
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout == "file:///a b's|/x/ca.pem"
+
+
+def _fake_python_with_uv(tmp_path: Path) -> Path:
+    (tmp_path / "python").touch()
+    uv = tmp_path / "uv"
+    uv.write_text("#!/bin/sh\n")
+    uv.chmod(0o755)
+    return tmp_path / "python"
+
+
+def test_choose_uv_beside_the_interpreter_else_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(installer, "pip_options", lambda python: {"cert": "/ca.pem"})
+    monkeypatch.delenv(installer.INSTALLER_VARIABLE, raising=False)
+    python = _fake_python_with_uv(tmp_path)
+    chosen = installer.choose(python)
+    assert chosen.name == "uv" and chosen.variables["SSL_CERT_FILE"] == "/ca.pem"
+    assert chosen.install(python, "-r", "lock")[:4] == [str(tmp_path / "uv"), "pip", "install", "--python"]
+    monkeypatch.setenv(installer.INSTALLER_VARIABLE, "pip")
+    assert installer.choose(python).name == "pip"
+    monkeypatch.delenv(installer.INSTALLER_VARIABLE)
+    (tmp_path / "uv").unlink()  # the control: no uv installed, so pip
+    fallback = installer.choose(python)
+    assert fallback.name == "pip" and fallback.install(python, "x") == [
+        str(python), "-m", "pip", "install", "--disable-pip-version-check", "x"
+    ]  # fmt: skip
+    monkeypatch.setenv(installer.INSTALLER_VARIABLE, "conda")
+    with pytest.raises(ValueError, match="choose one of uv, pip"):
+        installer.choose(python)
+
+
+def test_pip_options_asks_pip_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_CERT", "/somewhere/ca.pem")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///x/simple file:///y/simple")
+    options = installer.pip_options()
+    assert options["cert"] == "/somewhere/ca.pem"
+    assert options["extra-index-url"] == "file:///x/simple file:///y/simple"

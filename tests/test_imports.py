@@ -1,0 +1,78 @@
+"""Modules that only read records import no torch, checked by running them in a fresh interpreter.
+
+A static scan of import statements misses an `import torch` inside a function (the report once reached torch
+through `bench` that way), so each check runs the code, as a user would, and then reads `sys.modules`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from where223.pipeline.paths import OUTPUTS, ROOT
+
+HEAVY = ("torch", "transformers")
+COMMITTED_MODEL = OUTPUTS / "tiny-cpu-bf16-onnx_export" / "model.onnx"
+RECORD_READERS = (
+    "where223.study.ranking",
+    "where223.study.matrix_analysis",
+    "where223.study.variant_figure",
+    "where223.study.matrix_figure",
+    "where223.study.report",
+)
+
+
+def loaded_after(code: str, tmp_path: Path, path: Path | None = None) -> set[str]:
+    """The modules a fresh interpreter holds once `code` has run (with `path` first on sys.path)."""
+    listing = tmp_path / "modules.json"
+    prelude = f"import sys; sys.path.insert(0, {str(path)!r})\n" if path else ""
+    script = f"{prelude}{code}\nimport json, sys\nopen({str(listing)!r}, 'w').write(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(listing.read_text()))
+
+
+def assert_no_heavy_modules(code: str, tmp_path: Path, path: Path | None = None) -> None:
+    """Run `code` in a fresh interpreter and fail if it left torch or transformers loaded."""
+    heavy = sorted(name for name in loaded_after(code, tmp_path, path) if name.split(".")[0] in HEAVY)
+    assert not heavy, f"{code!r} loaded {heavy[:5]}"
+
+
+@pytest.mark.parametrize("module", RECORD_READERS)
+def test_record_readers_import_no_torch(module, tmp_path):
+    assert_no_heavy_modules(f"import {module}", tmp_path)
+
+
+def test_report_command_runs_without_torch(tmp_path):
+    """`where223 report` on a copy of the committed records (the models left out): written, torch never loaded."""
+    outputs = tmp_path / "outputs"
+    shutil.copytree(OUTPUTS, outputs, ignore=shutil.ignore_patterns("*.onnx", "*.onnx.data", "*.html"))
+    committed = (OUTPUTS / "REPORT.md").read_bytes()
+    code = f"from where223.cli import main\nassert main(['report', '--outputs', {str(outputs)!r}]) == 0"
+    assert_no_heavy_modules(code, tmp_path)
+    assert (outputs / "REPORT.md").read_text().startswith("# where223")
+    assert (OUTPUTS / "REPORT.md").read_bytes() == committed
+
+
+def test_lint_command_runs_without_torch(tmp_path):
+    code = f"from where223.cli import main\nassert main(['lint', {str(COMMITTED_MODEL)!r}]) == 1"
+    assert_no_heavy_modules(code, tmp_path)
+
+
+def test_the_check_catches_torch_imported_inside_a_function(tmp_path):
+    """The control: a module whose only `import torch` sits in a function it calls passes a static scan of
+    module-level imports and fails the check that runs it."""
+    (tmp_path / "sneaky_reader.py").write_text(
+        "def table():\n    import torch\n\n    return torch.__version__\n\n\nVERSION = table()\n"
+    )
+    tree = ast.parse((tmp_path / "sneaky_reader.py").read_text())
+    module_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert module_level == []
+    with pytest.raises(AssertionError, match="loaded"):
+        assert_no_heavy_modules("import sneaky_reader", tmp_path, tmp_path)
