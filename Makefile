@@ -29,16 +29,21 @@ lint: setup
 strip: setup
 	$(PY) -m where223 strip
 
-# JupyterLab on 127.0.0.1 with the project's kernel, opened on notebooks/. LAB_TOKEN empty = Jupyter makes one.
+# JupyterLab on 127.0.0.1 with the project's kernel, rooted at the repository (outputs/ one click away) and opened
+# on notebooks/, whose notebooks are saved without outputs (scripts/jupyter_lab_config.py says why).
+# LAB_TOKEN empty = Jupyter makes one; LAB_ROOT serves another checkout (the browser tests use a temporary copy).
 LAB_PORT ?= 8888
 LAB_TOKEN ?=
+LAB_ROOT ?= .
 lab: setup
-	$(VENV)/bin/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
-	  --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) \
+	$(VENV)/bin/jupyter lab --config=scripts/jupyter_lab_config.py --no-browser --ServerApp.ip=127.0.0.1 \
+	  --ServerApp.port=$(LAB_PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=$(LAB_ROOT) \
+	  --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root) \
 	  $(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) \
 	  --MappingKernelManager.default_kernel_name=where223
 
 include matrix.mk
+include architectures.mk
 
 clean-env:
 	rm -rf $(VENV)

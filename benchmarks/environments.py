@@ -19,10 +19,12 @@ The record goes to outputs/benchmarks/environments.json with the environment; th
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import hashlib
 import importlib.metadata
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -71,7 +73,7 @@ def timed_setup(checkout: Path, installer: str, cache: Path) -> dict[str, Any]:
         "PIP_CACHE_DIR": str(cache / "pip"),
     }
     env = {key: value for key, value in os.environ.items() if key not in {"VIRTUAL_ENV", "PYTHONPATH"}}
-    start = time.monotonic()
+    start, cpu_before = time.monotonic(), _children_cpu_s()
     phases: list[dict[str, Any]] = []
     log: list[str] = []
     with subprocess.Popen(
@@ -91,12 +93,19 @@ def timed_setup(checkout: Path, installer: str, cache: Path) -> dict[str, Any]:
     return {
         "installer": installer,
         "seconds": seconds,
+        # CPU seconds of the whole setup (compilers included): over 2 cores, the wall time on an idle machine
+        "cpu_s": round(_children_cpu_s() - cpu_before, 1),
         "load_average_at_end": [round(load, 2) for load in os.getloadavg()],  # 1, 5, 15 min: other work slows it
         "returncode": process.returncode,
         "phases": phases,
         "cache_bytes": tree_bytes(cache),
         "log_tail": log[-15:] if process.returncode else [],
     }
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def tree_bytes(root: Path) -> int:
@@ -140,37 +149,67 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _shown(relative: Path) -> str:
+    """A path inside an environment as a reader wants it: from site-packages on, where it lies there."""
+    text = relative.as_posix()
+    return text.split("site-packages/", 1)[1] if "site-packages/" in text else text
+
+
+def release_owners(root: Path) -> dict[Path, str]:
+    """The installed release (`name-version`, from its RECORD) of each payload file under `root`.
+
+    Payload: what the wheel put in site-packages; not the dist-info metadata or the bin/ scripts, which every
+    install writes anew (RECORD, INSTALLER, entry points)."""
+    owners: dict[Path, str] = {}
+    for record in root.rglob("*.dist-info/RECORD"):
+        release = record.parent.name.removesuffix(".dist-info")
+        site = record.parent.parent
+        for row in csv.reader(record.read_text().splitlines()):
+            if row and ".dist-info/" not in row[0] and not row[0].startswith(".."):
+                owners[Path(os.path.normpath(site / row[0])).relative_to(root)] = release
+    return owners
+
+
 def duplicated_across(roots: Sequence[Path], min_bytes: int = 1) -> dict[str, Any]:
     """Files whose content lies in two or more roots under different inodes (copies a hard link would save).
 
-    Returns the number of extra copies, their bytes, and the largest examples (paths relative to their root).
+    `files`/`bytes` count the copies beyond one per content (the roots holding it, minus one). `same_release_*`
+    count those in the payload of the same release of the same package in each root (by their RECORD): one
+    shared cache should link every one of them, so the target is zero. The rest are equal files of different
+    releases (torch 2.1.2 and 2.2.2 ship many of the same headers), which a cache of whole wheels cannot share,
+    and the metadata each install writes anew. `largest` gives examples.
     """
+    owners = [release_owners(root) for root in roots]
     by_size: dict[int, dict[tuple[int, int], tuple[int, Path]]] = defaultdict(dict)
     for index, root in enumerate(roots):
         for path, stat in _files(root):
             if stat.st_size >= min_bytes:
                 by_size[stat.st_size].setdefault((stat.st_dev, stat.st_ino), (index, path))
-    extra_files = extra_bytes = 0
+    totals = {"files": 0, "bytes": 0, "same_release_files": 0, "same_release_bytes": 0}
     examples: list[tuple[int, str]] = []
     for size, inodes in by_size.items():
         if len({index for index, _ in inodes.values()}) < 2:
             continue  # one root only (or one inode): nothing duplicated across roots
         by_content: dict[str, list[tuple[int, Path]]] = defaultdict(list)
         for index, path in inodes.values():
-            by_content[_digest(path)].append((index, path))
+            by_content[_digest(path)].append((index, path.relative_to(roots[index])))
         for copies in by_content.values():
-            if len({index for index, _ in copies}) < 2:
+            holders = len({index for index, _ in copies})
+            if holders < 2:
                 continue
-            extra_files += len(copies) - 1
-            extra_bytes += size * (len(copies) - 1)
-            index, path = copies[0]
-            examples.append((size, str(path.relative_to(roots[index]))))
+            totals["files"] += holders - 1  # one copy per root would do; copies inside one root are not counted
+            totals["bytes"] += size * (holders - 1)
+            roots_of_release: dict[str, set[int]] = defaultdict(set)
+            for index, relative in copies:
+                release = owners[index].get(relative)
+                if release:
+                    roots_of_release[release].add(index)
+            same_release = sum(len(indexes) - 1 for indexes in roots_of_release.values())
+            totals["same_release_files"] += same_release
+            totals["same_release_bytes"] += size * same_release
+            examples.append((size, _shown(copies[0][1])))
     examples.sort(reverse=True)
-    return {
-        "files": extra_files,
-        "bytes": extra_bytes,
-        "largest": [{"bytes": size, "path": path} for size, path in examples[:10]],
-    }
+    return {**totals, "largest": [{"bytes": size, "path": path} for size, path in examples[:10]]}
 
 
 def matrix_disk(torch_versions: Sequence[str], scratch: Path) -> dict[str, Any]:
@@ -208,8 +247,11 @@ def conformance_models() -> list[Path]:
     return sorted(data.glob("**/model.onnx"))
 
 
-def lint_against_checker(models: Sequence[Path]) -> dict[str, Any]:
-    """Seconds of `lint_model(path)` and of `check_model(path, full_check=True)` summed over `models`."""
+def lint_against_checker(models: Sequence[Path], repeats: int = 3) -> dict[str, Any]:
+    """Seconds of `lint_model(path)` and of `check_model(path, full_check=True)` summed over `models`.
+
+    Each model's time is the fastest of `repeats` runs, the two tools taking turns (each goes first on every
+    other model), so that a busy machine's noise does not land on one side."""
     import onnx
     from google.protobuf.internal import api_implementation
 
@@ -232,17 +274,21 @@ def lint_against_checker(models: Sequence[Path]) -> dict[str, Any]:
     slowest: list[tuple[float, str]] = []
     for number, path in enumerate(models):
         order = [("lint", lint_model), ("checker", check)]
-        times = {}
-        for name, function in order if number % 2 == 0 else order[::-1]:  # alternate who goes first
-            seconds, error = run(function, path)
-            totals[name] += seconds
-            times[name] = seconds
-            if error:
-                errors[name][error] += 1
+        times: dict[str, float] = {}
+        failure: dict[str, str | None] = {}
+        for _ in range(repeats):
+            for name, function in order if number % 2 == 0 else order[::-1]:
+                seconds, failure[name] = run(function, path)
+                times[name] = min(seconds, times.get(name, seconds))
+        for name, _ in order:
+            totals[name] += times[name]
+            if failure[name]:
+                errors[name][failure[name]] += 1
         slowest.append((times["lint"] / max(times["checker"], 1e-9), path.parent.name))
     slowest.sort(reverse=True)
     return {
         "models": len(models),
+        "repeats": repeats,
         "lint_s": round(totals["lint"], 3),
         "checker_s": round(totals["checker"], 3),
         "ratio_lint_to_checker": round(totals["lint"] / totals["checker"], 2),

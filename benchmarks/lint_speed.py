@@ -1,8 +1,11 @@
 """How fast `where223 lint` is on GPT-2 124M, next to `onnx.checker.check_model(full_check=True)`.
 
 Builds (once, cached under .cache/) a TorchScript ONNX export of the 124M GPT-2 architecture with random
-weights, its weights in a separate .data file, then times both on the same file. Only this script
-imports torch and transformers; the linter itself never does.
+weights, its weights in a separate .data file, then times both on the same file and writes the record
+outputs/benchmarks/lint_speed.json (with the environment); NOTES.md's lint-speed line is `notes_line(record)`.
+`benchmarks/environments.py` times the same pair over onnx's many small conformance models; this script
+covers the one large export the project is about. Only this script imports torch and transformers; the linter
+itself never does.
 
     python benchmarks/lint_speed.py [--repeats 5] [--rebuild]
 """
@@ -10,13 +13,14 @@ imports torch and transformers; the linter itself never does.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib.metadata
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import onnx
 from google.protobuf.internal import api_implementation
@@ -24,8 +28,10 @@ from google.protobuf.internal import api_implementation
 from where223.graph.lint import lint_model, lint_types
 from where223.graph.loading import load_model
 from where223.graph.types import model_types
+from where223.pipeline import environment, paths, records
 from where223.pipeline.paths import CACHE
 
+RECORD: Path = paths.OUTPUTS / "benchmarks" / "lint_speed.json"
 MODEL_DIR = CACHE / "lint_speed"
 MODEL_PATH = MODEL_DIR / "gpt2-124m-random-opset17.onnx"
 
@@ -66,67 +72,93 @@ def timed(function: Callable[[], object], repeats: int) -> list[float]:
     return times
 
 
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo where there is one."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+def measure(path: Path, repeats: int) -> dict[str, Any]:
+    """The lint result, lint's phases and both tools' timed runs on `path` (seconds rounded to the ms)."""
+    report = lint_model(path)
+    start = time.perf_counter()
+    model, _ = load_model(path)
+    loaded = time.perf_counter()
+    types = model_types(model)
+    typed = time.perf_counter()
+    lint_types(types)
+    checked = time.perf_counter()
+    lint_times = timed(lambda: lint_model(path), repeats)
+    checker_times = timed(lambda: onnx.checker.check_model(str(path), full_check=True), repeats)
+    lint_s, checker_s = statistics.median(lint_times), statistics.median(checker_times)
+    data = path.with_name(f"{path.name}.data")
+    return {
+        "model": {
+            "path": paths.portable(str(path)),
+            "graph_mib": round(path.stat().st_size / 2**20, 2),
+            "weights_mib": round(data.stat().st_size / 2**20),
+        },
+        "lint_result": {
+            "nodes_checked": report.nodes_checked,
+            "violations": len(report.violations),
+            "unchecked": report.unchecked_count,
+            "untyped_values": report.untyped_values,
+        },
+        "lint_phases_s": {
+            "load": round(loaded - start, 3),
+            "types": round(typed - loaded, 3),
+            "constraint_check": round(checked - typed, 3),
+        },
+        "repeats": repeats,
+        "lint_s": {
+            "median": round(lint_s, 3),
+            "min": round(min(lint_times), 3),
+            "runs": [round(t, 3) for t in lint_times],
+        },
+        "checker_s": {
+            "median": round(checker_s, 3),
+            "min": round(min(checker_times), 3),
+            "runs": [round(t, 3) for t in checker_times],
+        },
+        "ratio_lint_to_checker": round(lint_s / checker_s, 1),
+        "protobuf_backend": api_implementation.Type(),
+        "versions": {name: importlib.metadata.version(name) for name in ("onnx", "protobuf", "numpy", "networkx")},
+    }
+
+
+def notes_line(record: dict[str, Any]) -> str:
+    """NOTES.md's lint-speed bullet, every figure taken from the record (a test keeps NOTES.md equal to it)."""
+    lint, checker, versions = record["lint_s"], record["checker_s"], record["versions"]
+    return (
+        f"- **Lint speed** (`benchmarks/lint_speed.py` -> `outputs/benchmarks/lint_speed.json`): on the 124M "
+        f"export, weights not loaded, `lint_model` takes a median {lint['median']:.3f} s over {record['repeats']} "
+        f"runs (min {lint['min']:.3f} s) against {checker['median']:.3f} s for "
+        f"`onnx.checker.check_model(full_check=True)` ({record['ratio_lint_to_checker']:.1f} x); "
+        f"protobuf {versions['protobuf']} "
+        f"({record['protobuf_backend']} implementation), onnx {versions['onnx']}, "
+        f"{record['environment']['cpu_count']} cores visible."
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of each (default 5)")
     parser.add_argument("--rebuild", action="store_true", help="export the model again")
+    parser.add_argument("--out", type=Path, default=RECORD, help="where to write the record")
     args = parser.parse_args()
 
     if args.rebuild or not MODEL_PATH.is_file():
         start = time.perf_counter()
         build_model()
         print(f"exported {MODEL_PATH} in {time.perf_counter() - start:.1f} s")
-    data = MODEL_PATH.with_name(f"{MODEL_PATH.name}.data")
+    record = {
+        **measure(MODEL_PATH, args.repeats),
+        "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
+        "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    records.write_json(args.out, record)
+    result, phases = record["lint_result"], record["lint_phases_s"]
     print(
-        f"model: {MODEL_PATH} ({MODEL_PATH.stat().st_size / 2**20:.2f} MiB graph; "
-        f"{data.stat().st_size / 2**20:.0f} MiB weights in {data.name}, never read by lint)"
+        f"lint result: {result['nodes_checked']} nodes checked, {result['violations']} violations, "
+        f"{result['unchecked']} unchecked, {result['untyped_values']} untyped values"
     )
-
-    report = lint_model(MODEL_PATH)
-    print(
-        f"lint result: {report.nodes_checked} nodes checked, {len(report.violations)} violations, "
-        f"{report.unchecked_count} unchecked, {report.untyped_values} untyped values"
-    )
-
-    start = time.perf_counter()
-    model, _ = load_model(MODEL_PATH)
-    loaded = time.perf_counter()
-    types = model_types(model)
-    typed = time.perf_counter()
-    lint_types(types)
-    checked = time.perf_counter()
-    print(
-        f"lint phases: load {loaded - start:.3f} s, types {typed - loaded:.3f} s, "
-        f"constraint check {checked - typed:.3f} s"
-    )
-
-    lint_times = timed(lambda: lint_model(MODEL_PATH), args.repeats)
-    checker_times = timed(lambda: onnx.checker.check_model(str(MODEL_PATH), full_check=True), args.repeats)
-    lint_s, checker_s = statistics.median(lint_times), statistics.median(checker_times)
-    print(f"where223 lint_model (weights not loaded): median {lint_s:.3f} s  (min {min(lint_times):.3f} s)")
-    print(
-        f"onnx.checker.check_model(full_check=True):   median {checker_s:.3f} s  "
-        f"(min {min(checker_times):.3f} s)"
-    )
-    print(f"ratio lint / checker: {lint_s / checker_s:.2f}  (target: lint under 1 s: {lint_s < 1.0})")
-
-    versions = {name: importlib.metadata.version(name) for name in ("onnx", "protobuf", "numpy", "networkx")}
-    print(
-        f"environment: python {platform.python_version()}, "
-        + ", ".join(f"{k} {v}" for k, v in versions.items())
-        + f", protobuf backend {api_implementation.Type()}"
-    )
-    print(f"cpu: {cpu_name()}, {os.cpu_count()} cores visible, {platform.platform()}")
+    print("lint phases: " + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in phases.items()))
+    print(notes_line(record))
+    print(f"record: {args.out}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 #    (`python -m where223.pipeline.installer`); its cache is .cache/uv, next to .venv, so files are hard links
 # 3. the pinned stack from requirements.lock, as listed (--no-deps)   4. torch-ort without its dependencies
 #    (they would pull the GPU onnxruntime-training over the CPU one)   5. where223 itself, editable
-# 6. ORTModule's C++ extensions, both compiled at once with ninja (about 1 minute on 2 cores)
+# 6. ORTModule's C++ extensions, both compiled at once with ninja (about 2 minutes on 2 cores; kept in .cache)
 # 7. the `where223` Jupyter kernel   8. the transformers release side folders of where223.gpt2.releases, so no
 #    notebook installs anything.
 # WHERE223_INSTALLER=pip makes pip do 3-5 and 8 (also the fallback when uv cannot be installed).
@@ -74,11 +74,20 @@ build_ortmodule_extensions() {
 }
 ROOT=$PWD
 extensions=$("$PY" -c 'import importlib.util as u, pathlib as p; print(p.Path(u.find_spec("onnxruntime").origin).parent / "training/ortmodule/torch_cpp_extensions")')
-if ! compgen -G "$extensions/*.so" >/dev/null; then
-  echo "setup: building ORTModule's C++ extensions (about 1.5 minutes)"
+# Built once per torch, ORT and Python version: kept under .cache so that `make clean-env setup` reuses them.
+built=.cache/ortmodule-extensions/$("$PY" -c 'import importlib.metadata as m, sys
+print("torch-%s-ort-%s-py%d%d" % (m.version("torch"), m.version("onnxruntime-training-cpu"), *sys.version_info[:2]))')
+if compgen -G "$extensions/*.so" >/dev/null; then
+  :
+elif compgen -G "$built/*.so" >/dev/null; then
+  echo "setup: ORTModule's C++ extensions from $built"
+  cp "$built"/*.so "$extensions"/
+else
+  echo "setup: building ORTModule's C++ extensions (about 2 minutes on 2 cores)"
   build_ortmodule_extensions "$extensions" \
     || { echo "setup: extension build failed, see $VENV/ortmodule-*.log" >&2; exit 1; }
 fi
+compgen -G "$built/*.so" >/dev/null || { mkdir -p "$built" && cp "$extensions"/*.so "$built"/; }
 
 "$PY" -m ipykernel install --sys-prefix --name where223 --display-name "Python 3.11 (where223)" >/dev/null
 echo "setup: transformers release side folders (.cache/transformers)"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,41 +21,71 @@ def bench():
     return module
 
 
+SITE = "lib/python3.11/site-packages"
+
+
+def _install(env: Path, release: str, files: dict[str, bytes]) -> None:
+    """Files of one package release under the env's site-packages, with the dist-info RECORD naming them."""
+    site = env / SITE
+    for name, content in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(content)
+    (site / f"{release}.dist-info").mkdir(parents=True)
+    (site / f"{release}.dist-info" / "RECORD").write_text("".join(f"{name},,\n" for name in files))
+
+
 @pytest.fixture
 def two_envs(tmp_path: Path) -> tuple[Path, Path]:
-    """Env a holds `shared.so` and `copied.so`; env b a hard link of the first and a copy of the second."""
+    """Both envs hold pkg 1.0: `shared.so` hard-linked between them, `copied.so` copied (a duplicate)."""
     a, b = tmp_path / "a", tmp_path / "b"
-    (a / "lib").mkdir(parents=True)
-    (b / "lib").mkdir(parents=True)
-    (a / "lib" / "shared.so").write_bytes(b"s" * 1000)
-    (a / "lib" / "copied.so").write_bytes(b"c" * 300)
-    (a / "only-a.txt").write_bytes(b"x" * 7)
-    (b / "only-b.txt").write_bytes(b"y" * 7)  # same size as only-a.txt, other content: no duplicate
-    os.link(a / "lib" / "shared.so", b / "lib" / "shared.so")
-    shutil.copy2(a / "lib" / "copied.so", b / "lib" / "copied.so")
+    _install(a, "pkg-1.0", {"pkg/shared.so": b"s" * 1000, "pkg/copied.so": b"c" * 300, "pkg/only.txt": b"x" * 7})
+    _install(b, "pkg-1.0", {"pkg/copied.so": b"c" * 300, "pkg/only.txt": b"y" * 7})  # same size, other content
+    os.link(a / SITE / "pkg" / "shared.so", b / SITE / "pkg" / "shared.so")
     return a, b
 
 
 def test_a_copy_is_duplicated_a_hard_link_is_not(bench, two_envs) -> None:
     duplicated = bench.duplicated_across(list(two_envs))
     assert duplicated["files"] == 1 and duplicated["bytes"] == 300
-    assert duplicated["largest"] == [{"bytes": 300, "path": "lib/copied.so"}]
+    assert duplicated["same_release_files"] == 1 and duplicated["same_release_bytes"] == 300
+    assert duplicated["largest"] == [{"bytes": 300, "path": "pkg/copied.so"}]
+
+
+def test_equal_files_of_different_releases_are_duplicated_but_not_same_release(bench, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _install(a, "pkg-1.0", {"pkg/header.h": b"h" * 50})
+    _install(b, "pkg-2.0", {"pkg/header.h": b"h" * 50})
+    duplicated = bench.duplicated_across([a, b])
+    assert (duplicated["files"], duplicated["same_release_files"]) == (2, 0)  # header.h, and the equal RECORDs
+
+
+def test_equal_files_inside_one_release_are_not_counted_across_envs_once_linked(bench, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _install(a, "pkg-1.0", {"pkg/one/LICENSE": b"L" * 80, "pkg/two/LICENSE": b"L" * 80})
+    for name in ("pkg/one/LICENSE", "pkg/two/LICENSE", "pkg-1.0.dist-info/RECORD"):
+        (b / SITE / name).parent.mkdir(parents=True, exist_ok=True)
+        os.link(a / SITE / name, b / SITE / name)
+    _install(b, "other-2.0", {"other/COPYING": b"L" * 80})  # the same text in another package, only in b
+    duplicated = bench.duplicated_across([a, b])
+    assert (duplicated["files"], duplicated["same_release_files"]) == (1, 0)
 
 
 def test_the_control_linking_the_copy_leaves_nothing_duplicated(bench, two_envs) -> None:
     a, b = two_envs
-    (b / "lib" / "copied.so").unlink()
-    os.link(a / "lib" / "copied.so", b / "lib" / "copied.so")
-    assert bench.duplicated_across([a, b]) == {"files": 0, "bytes": 0, "largest": []}
+    (b / SITE / "pkg" / "copied.so").unlink()
+    os.link(a / SITE / "pkg" / "copied.so", b / SITE / "pkg" / "copied.so")
+    duplicated = bench.duplicated_across([a, b])
+    assert (duplicated["files"], duplicated["bytes"], duplicated["same_release_files"]) == (0, 0, 0)
 
 
 def test_disk_usage_counts_hard_links_once(bench, two_envs) -> None:
     a, b = two_envs
     usage = bench.disk_usage([a, b])
-    assert usage["roots"][str(a)] == {"apparent_bytes": 1307, "files": 3, "hard_linked_bytes": 1000}
-    assert usage["roots"][str(b)] == {"apparent_bytes": 1307, "files": 3, "hard_linked_bytes": 1000}
-    assert usage["apparent_bytes"] == 2614
-    assert usage["unique_bytes"] == 2614 - 1000  # shared.so once
+    records = sum(len((env / SITE / "pkg-1.0.dist-info" / "RECORD").read_bytes()) for env in (a, b))
+    assert usage["roots"][str(a)]["files"] == 4 and usage["roots"][str(b)]["files"] == 4
+    assert usage["roots"][str(a)]["hard_linked_bytes"] == usage["roots"][str(b)]["hard_linked_bytes"] == 1000
+    assert usage["apparent_bytes"] == 2 * 1307 + records
+    assert usage["unique_bytes"] == 2 * 1307 + records - 1000  # shared.so once
 
 
 def test_scratch_copy_holds_tracked_and_unignored_files_only(bench, tmp_path: Path) -> None:

@@ -222,7 +222,7 @@ def test_a_huge_node_name_is_cut(tmp_path, capsys):
 
 def test_every_command_is_in_the_table_with_help_from_its_library(capsys):
     assert list(cli.COMMANDS) == [
-        "run", "report", "lint", "blame", "draw", "repair", "bench-variants", "matrix", "strip"
+        "run", "report", "lint", "blame", "draw", "repair", "bench-variants", "matrix", "architectures", "strip"
     ]  # fmt: skip
     _, overview, _ = _call(["--help"], capsys)
     for name, command in cli.COMMANDS.items():
@@ -239,7 +239,9 @@ def test_help_and_lint_import_no_torch(model_path):
         "import sys; from where223.cli import main; rc = main(sys.argv[1:]); "
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch loaded'; sys.exit(rc)"
     )
-    for argv in (["bench-variants", "--help"], ["matrix", "--help"], ["lint", str(model_path)]):
+    for argv in (
+        ["bench-variants", "--help"], ["matrix", "--help"], ["architectures", "--help"], ["lint", str(model_path)]
+    ):  # fmt: skip
         done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=ROOT)
         assert done.returncode in (0, 1) and "torch loaded" not in done.stderr, done.stderr
 
@@ -253,7 +255,7 @@ def _command_line_in(source: str) -> list[str]:
 def test_no_library_module_parses_arguments_or_prints():
     """argparse and print live in cli.py; worker entry points (run as `python -m` in other environments or
     before .venv exists) keep a small main, and their docstrings say why."""
-    workers = {"study/matrix_cell.py", "gpt2/releases.py", "pipeline/installer.py"}
+    workers = {"study/matrix_cell.py", "study/architecture_cell.py", "gpt2/releases.py", "pipeline/installer.py"}
     package = ROOT / "src" / "where223"
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package).as_posix()

@@ -6,7 +6,8 @@ for help imports nothing). Each handler imports its library module when it runs,
 loads torch. Library modules return data and raise; only this module prints.
 
 Exit status: 0 done, 1 the tool worked and found something (violations, no recorded source, a model it cannot
-repair, a notebook that failed), 2 a usage or file error, told in one line on stderr (`where223 CMD: ...`).
+repair, a notebook that failed), 2 a usage or file error, told in one line on stderr (`where223 CMD: ...`);
+`lint` adds 3, incomplete: nothing found, but not every node could be checked.
 """
 
 from __future__ import annotations
@@ -168,7 +169,9 @@ class Report(Command):
 class Lint(Command):
     """Check every node's type constraints against ONNX's own operator schemas.
 
-    Exit 0 clean, 1 violations found, 2 unreadable input.
+    Roots are listed first, each with the consequences that follow from it. Exit 0 clean (every node checked),
+    1 violations found, 2 unreadable input or onnx's inliner or shape inference failing on it (one line),
+    3 incomplete: no violation among the nodes checked, but some values stayed untyped or nodes unchecked.
     """
 
     name = "lint"
@@ -181,11 +184,11 @@ class Lint(Command):
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from where223.graph.lint import lint_model
+        from where223.graph.lint import LintOutcome, lint_model
 
         report = lint_model(args.model)
         _say(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
-        return 0 if report.clean else 1
+        return {LintOutcome.CLEAN: 0, LintOutcome.VIOLATIONS: 1, LintOutcome.INCOMPLETE: 3}[report.outcome]
 
 
 class Blame(Command):
@@ -209,12 +212,14 @@ class Blame(Command):
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from where223.graph.blame import blame
+        from where223.pipeline.records import portable, portable_text
 
         result = blame(args.model, args.node)
+        # paths relative to site-packages or the repository, as in the records
         if args.json:
-            _say(json.dumps(result.to_dict(), indent=2))
+            _say(json.dumps(portable(result.to_dict()), indent=2))
         elif result.frames:
-            _say(result.format(all_frames=args.all))
+            _say(portable_text(result.format(all_frames=args.all)))
         else:
             print(result.format(), file=sys.stderr)
         return 0 if result.frames else 1
@@ -473,6 +478,54 @@ class Matrix(Command):
         return 0
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not a shard such as 0/2: {text!r}") from error
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"shard index must be in 0..{count - 1}: {text!r}")
+    return index, count
+
+
+class Architectures(Command):
+    """Sweep every transformers architecture through the bf16 export, per release (resumable).
+
+    One subprocess per architecture with a timeout; records under outputs/architectures/<release>/. Prints one line
+    per architecture, then the counts. `make architectures` runs it (`make -j` runs the shards side by side).
+    """
+
+    name = "architectures"
+    explained_by = "where223.study.architectures"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--release", help="comma-separated transformers releases (default: 4.25.1,4.26.0)")
+        parser.add_argument("--model-type", help="comma-separated model types (default: every one of the mappings)")
+        parser.add_argument("--shard", type=_shard, default=(0, 1), help="INDEX/COUNT: every COUNT-th model type")
+        parser.add_argument("--timeout", type=float, default=120.0, help="seconds one architecture may run")
+        parser.add_argument("--force", action="store_true", help="rerun architectures that are already recorded")
+        parser.add_argument("--retry", action="store_true", help="rerun the ones that timed out or crashed")
+        parser.add_argument("--summary-only", action="store_true", help="only rebuild summary.json from the records")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.study import architectures
+
+        if args.summary_only:
+            result = architectures.summarize()
+        else:
+            releases = _chosen("--release", args.release, architectures.RELEASES)
+            known = architectures.model_types()
+            types = _chosen("--model-type", args.model_type, known)
+            result = architectures.build(
+                releases, types, timeout_s=args.timeout, force=args.force, retry=args.retry, shard=args.shard,
+                progress=_say,
+            )  # fmt: skip
+        _say(f"counts: {json.dumps(result['counts'], sort_keys=True)}")
+        return 0
+
+
 class Strip(Command):
     """Strip outputs and per-run metadata from source notebooks (all of notebooks/ unless named).
 
@@ -508,7 +561,8 @@ class Strip(Command):
 
 
 COMMANDS: dict[str, type[Command]] = {
-    command.name: command for command in (Run, Report, Lint, Blame, Draw, Repair, BenchVariants, Matrix, Strip)
+    command.name: command
+    for command in (Run, Report, Lint, Blame, Draw, Repair, BenchVariants, Matrix, Architectures, Strip)
 }
 
 

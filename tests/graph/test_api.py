@@ -14,8 +14,8 @@ from where223.pipeline.paths import ROOT
 
 def test_every_public_name_resolves_to_its_submodule():
     assert where223.graph.__all__ == [
-        "load_model", "UnreadableModelError", "NodeNotFoundError",
-        "lint_model", "LintReport", "Violation", "FindingKind",
+        "load_model", "UnreadableModelError", "NodeNotFoundError", "MalformedModelError",
+        "lint_model", "LintReport", "Violation", "FindingKind", "LintOutcome",
         "judge", "OrtVerdict", "OrtJudgement", "load_session",
         "blame_node", "BlameResult",
         "repair_model", "RepairError", "Change", "save_model",

@@ -137,3 +137,25 @@ def test_real_verbose_export(source_file, tmp_path, capsys):
     capsys.readouterr()
     assert main(["blame", str(path), where]) == 0
     assert f"{source_file}:4 in attention" in capsys.readouterr().out
+
+
+def test_cli_prints_paths_relative_to_site_packages_and_the_repository(save, capsys):
+    from where223.pipeline.paths import ROOT
+
+    torch_dir = "/some/venv/lib/python3.11/site-packages/torch"
+    doc = (
+        "/some/venv/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py(277): _split_heads\n"
+        f"{torch_dir}/nn/modules/module.py(1508): _slow_forward\n"
+        f"{torch_dir}/onnx/utils.py(516): export\n"
+        f"{ROOT}/src/where223/gpt2/export.py(69): export_onnx\n"
+    )
+    path = save(_model_with_doc(doc))
+    assert str(blame(path, "Where_223").frames[0]).startswith("/some/venv/")  # the control: as recorded
+    assert main(["blame", str(path), "Where_223", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "  transformers/models/gpt2/modeling_gpt2.py:277 in _split_heads" in out
+    assert "  torch/onnx/utils.py:516 in export" in out and "  src/where223/gpt2/export.py:69" in out
+    assert "site-packages" not in out and str(ROOT) not in out
+    assert main(["blame", str(path), "Where_223", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "site-packages" not in out and str(ROOT) not in out and '"file": "torch/onnx/utils.py"' in out

@@ -15,18 +15,21 @@ from where223.graph.lint import Binding, FindingKind, lint_model
 
 
 def _summary(report):
-    return [(v.node, v.op_type, v.type_param, v.kind, v.subgraph) for v in report.violations]
+    return [(v.node, v.op_type, v.type_param, v.kind, v.subgraph, v.root) for v in report.violations]
 
 
 def test_reports_every_violation_not_only_the_first(violations_model):
+    """Roots first; Clip_7 reads Where_223's output and its own `max` alone would not conflict."""
     report = lint_model(violations_model)
     assert _summary(report) == [
-        ("Where_223", "Where", "T", FindingKind.BINDING_CONFLICT, ""),
-        ("Clip_7", "Clip", "T", FindingKind.BINDING_CONFLICT, ""),
-        ("Concat_9", "Concat", "T", FindingKind.BINDING_CONFLICT, ""),
-        ("Where_float_cond", "Where", "B", FindingKind.NOT_ALLOWED, ""),
-        ("then_add", "Add", "T", FindingKind.BINDING_CONFLICT, "If_3/then_branch"),
+        ("Where_223", "Where", "T", FindingKind.BINDING_CONFLICT, "", True),
+        ("Concat_9", "Concat", "T", FindingKind.BINDING_CONFLICT, "", True),
+        ("Where_float_cond", "Where", "B", FindingKind.NOT_ALLOWED, "", True),
+        ("then_add", "Add", "T", FindingKind.BINDING_CONFLICT, "If_3/then_branch", True),
+        ("Clip_7", "Clip", "T", FindingKind.BINDING_CONFLICT, "", False),
     ]
+    assert report.violations[-1].caused_by == ["Where_223"]
+    assert [v.caused_by for v in report.roots] == [[], [], [], []]
     # onnx's own checker stops at the first one
     with pytest.raises(onnx.shape_inference.InferenceError, match="Where_223") as caught:
         onnx.checker.check_model(violations_model, full_check=True)
@@ -34,7 +37,7 @@ def test_reports_every_violation_not_only_the_first(violations_model):
 
 
 def test_conflict_details(violations_model):
-    where, clip, concat, not_allowed, then_add = lint_model(violations_model).violations
+    where, concat, not_allowed, then_add, clip = lint_model(violations_model).violations
     assert where.bindings == [
         Binding("input", 1, "x", "tensor(float)"),
         Binding("input", 2, "y", "tensor(float16)"),
@@ -143,13 +146,14 @@ def test_cli_exit_1_and_json(violations_model, save, capsys):
     assert main(["lint", str(path), "--json"]) == 1
     record = json.loads(capsys.readouterr().out)
     assert record["model_path"] == str(path) and record["clean"] is False
-    assert [v["node"] for v in record["violations"]] == [
-        "Where_223",
-        "Clip_7",
-        "Concat_9",
-        "Where_float_cond",
-        "then_add",
+    assert [(v["node"], v["root"], v["caused_by"]) for v in record["violations"]] == [
+        ("Where_223", True, []),
+        ("Concat_9", True, []),
+        ("Where_float_cond", True, []),
+        ("then_add", True, []),
+        ("Clip_7", False, ["Where_223"]),
     ]
+    assert record["outcome"] == "violations" and record["complete"] is False  # FusedMatMul is unchecked
     assert record["violations"][0]["offending"] == [
         {"io": "input", "position": 2, "name": "y", "type": "tensor(float16)"}
     ]

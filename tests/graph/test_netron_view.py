@@ -1,15 +1,29 @@
-"""netron serves on 127.0.0.1 only and is always stopped."""
+"""Netron is served on 127.0.0.1 only, one viewer at a time, its page without the calls that leave the machine."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 
+import onnx
 import pytest
 
+from where223.graph import netron_view
 from where223.graph.netron_view import serving, start, stop
+from where223.pipeline.paths import OUTPUTS
+
+REJECTED = "/transformer/h.0/attn/Where"
+
+
+def refused(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2)
+    except (urllib.error.URLError, ConnectionError):
+        return True
+    return False
 
 
 def test_serving_stops_even_on_error(clean_model, save):
@@ -19,12 +33,11 @@ def test_serving_stops_even_on_error(clean_model, save):
             assert url.startswith("http://127.0.0.1:")
             assert urllib.request.urlopen(url, timeout=5).status == 200
             raise RuntimeError("inside")
-    with pytest.raises((urllib.error.URLError, ConnectionError)):
-        urllib.request.urlopen(url, timeout=2)
+    assert refused(url)
 
 
 def test_root_logging_is_left_alone(clean_model, save):
-    """netron would call logging.basicConfig(INFO) in a fresh process (a notebook kernel): it must not."""
+    """A fresh process (a notebook kernel) keeps its root logger as it was."""
     script = (
         "import logging, sys; from where223.graph.netron_view import serving\n"
         "with serving(sys.argv[1]):\n    pass\n"
@@ -37,11 +50,53 @@ def test_root_logging_is_left_alone(clean_model, save):
     assert run.stderr == ""
 
 
-def test_start_and_stop(clean_model, save):
-    url = start(save(clean_model))
+def test_a_new_viewer_replaces_the_old_and_lives_until_stopped(clean_model, save):
+    first = start(save(clean_model))
     try:
-        assert urllib.request.urlopen(url, timeout=5).status == 200
+        second = start(save(clean_model, "other.onnx"))
+        assert second != first and refused(first)  # replaced, not leaked
+        assert urllib.request.urlopen(f"{second}/data/other.onnx", timeout=5).read() == save(
+            clean_model, "other.onnx"
+        ).read_bytes()
     finally:
-        stop(url)
+        stop()
+    assert refused(second) and netron_view.current() is None
     with pytest.raises(FileNotFoundError, match="no such model file"):
         start(save(clean_model).with_name("absent.onnx"))
+
+
+def test_the_page_makes_no_offsite_call_and_may_reach_its_own_origin_only(clean_model, save):
+    original = (netron_view._netron_dir() / "browser.js").read_text()
+    assert "https://ipinfo.io/json" in original  # the control: netron's own page asks where the reader is
+    with serving(save(clean_model)) as url:
+        response = urllib.request.urlopen(f"{url}/browser.js", timeout=5)
+        served = response.read().decode()
+        page = urllib.request.urlopen(url, timeout=5).read().decode()
+    assert response.headers["Content-Security-Policy"].startswith("default-src 'self'")
+    for step in netron_view._OFFSITE_STEPS:
+        assert step in original and step not in served
+    assert '<meta name="file" content="/data/model.onnx">' in page
+
+
+def test_a_netron_without_the_known_calls_is_refused(tmp_path, monkeypatch, clean_model, save):
+    copy = tmp_path / "netron"
+    shutil.copytree(netron_view._netron_dir(), copy, ignore=shutil.ignore_patterns("*-metadata.json", "__pycache__"))
+    script = copy / "browser.js"
+    script.write_text(script.read_text().replace("await consent();", "await consentGate();"))
+    monkeypatch.setattr(netron_view, "_netron_dir", lambda: copy)
+    with pytest.raises(netron_view.UnsupportedNetronError, match="await consent"):
+        start(save(clean_model))
+
+
+def test_the_neighbourhood_is_a_typed_model_of_its_own(tmp_path):
+    out = netron_view.extract_neighbourhood(OUTPUTS / "tiny-cpu-bf16-onnx_export" / "model.onnx", REJECTED, 2,
+                                            tmp_path / "neighbourhood.onnx")
+    model = onnx.load(out)
+    names = [node.name for node in model.graph.node]
+    assert REJECTED in names and 5 <= len(names) <= 20
+    assert not model.graph.initializer  # no weights copied
+    values = [*model.graph.input, *model.graph.value_info, *model.graph.output]
+    typed = {v.name: v.type.tensor_type.elem_type for v in values}
+    where = model.graph.node[names.index(REJECTED)]
+    # the conflict Netron shows: float scores beside a bfloat16 mask value
+    assert {typed[where.input[1]], typed[where.input[2]]} == {onnx.TensorProto.FLOAT, onnx.TensorProto.BFLOAT16}

@@ -59,6 +59,13 @@ def test_bound_types_may_nest():
         (MISSING_KERNEL, OrtVerdict.MISSING_KERNEL),
         (INVALID_TYPE, OrtVerdict.TYPE_ERROR),
         (UNSUPPORTED_TYPE, OrtVerdict.TYPE_ERROR),
+        ("[ShapeInferenceError] (op_type:Add, node name: n1): B has inconsistent type tensor(double)",
+         OrtVerdict.TYPE_ERROR),
+        ("Element type of inputs are expected to be the same.", OrtVerdict.TYPE_ERROR),
+        ("Attribute nodes_values must have same type as input X", OrtVerdict.TYPE_ERROR),
+        ("[ONNXRuntimeError] : 1 : FAIL : Failed to find kernel for Cast(19) (node n0). Kernel not found",
+         OrtVerdict.MISSING_KERNEL),
+        ("[ONNXRuntimeError] : 1 : FAIL : Failed to find a kernel", OrtVerdict.OTHER_ERROR),  # control: not the phrase
         ("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : opset 99 is not supported", OrtVerdict.OTHER_ERROR),
         ("Type parameter (T) of Optype (Where) bound to", OrtVerdict.OTHER_ERROR),  # cut short: no binding
         ("", OrtVerdict.OTHER_ERROR),

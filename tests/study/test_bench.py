@@ -96,6 +96,7 @@ def _row(**overrides) -> dict:
         "h2d_copies_per_step": ranking.NOT_MEASURED,
         "step_time_ratio": 1.0,
         "paired_ratio": 1.0,
+        "paired_ratio_spread": 0.03,
     }
     return {**row, **overrides}
 
@@ -150,6 +151,60 @@ def test_host_tensor_counter_counts_what_a_gpu_would_copy():
     assert counter.count == 2
 
 
+def test_paired_spread_is_half_the_interquartile_range():
+    assert ranking.paired_spread([1.0]) == ranking.paired_spread([1.0, 1.0, 1.0]) == 0.0
+    assert ranking.paired_spread([0.94, 0.97, 1.0, 1.03, 1.06]) == pytest.approx(0.03)
+
+
+def _timed(first: float, second: float) -> dict[str, dict]:
+    """Two variants equal on every measured criterion, with these paired ratios and a 3% spread."""
+    return {
+        "4.25": _row(ort={"status": OrtVerdict.WHERE_TYPE_ERROR}, where_type_conflict=True, lint_clean=False),
+        "first": _row(paired_ratio=first),
+        "second": _row(paired_ratio=second),
+    }
+
+
+def test_step_times_inside_the_spread_are_ties_that_noise_cannot_flip():
+    for first, second in ((1.01, 1.00), (1.00, 1.01)):  # two reruns, 1% of noise either way
+        recommendation = ranking.recommend(_timed(first, second), "gpt2", 64)
+        assert recommendation["variant"] == "first"
+        tie = next(reason for reason in recommendation["reasons"] if reason.startswith("ties with second"))
+        assert "± 0.030" in tie and "study's order" in tie
+    # the control: 20% apart is outside the spread, and the faster one is recommended
+    recommendation = ranking.recommend(_timed(1.00, 0.80), "gpt2", 64)
+    assert recommendation["ranking"] == ["second", "first"]
+    assert not any(reason.startswith("ties with") for reason in recommendation["reasons"])
+    assert any("beyond the run-to-run spread" in reason for reason in recommendation["reasons"])
+
+
+def test_ties_on_time_are_broken_by_measured_criteria():
+    rows = _timed(1.00, 1.01)
+    rows["first"]["host_tensors_per_forward"] = 2
+    assert ranking.recommend(rows, "gpt2", 64)["variant"] == "second"
+    rows["first"].update(host_tensors_per_forward=0, lint_clean=False)
+    assert ranking.recommend(rows, "gpt2", 64)["variant"] == "second"
+
+
+def test_export_columns_from_another_precision_are_refused_and_another_torch_marked(tiny_record):
+    settings = bench.StudySettings.resolve(device="cpu", preset="tiny", export=False, names=["4.26"])
+    same = json.loads(json.dumps(tiny_record))
+    rows = {"4.25": {}, "4.26": {}}
+    assert set(bench.merge_export_columns(rows, same, settings)) == {"environment", "amp_dtype"}
+    assert rows["4.26"]["ort"] == tiny_record["variants"]["4.26"]["ort"]
+    # the controls: a record exported under fp16 autocast, and one from another torch
+    fp16 = json.loads(json.dumps(tiny_record))
+    fp16["settings"]["amp_dtype"] = "fp16"
+    rows = {"4.25": {}, "4.26": {}}
+    refused = bench.merge_export_columns(rows, fp16, settings)
+    assert "fp16" in refused["refused"] and rows == {"4.25": {}, "4.26": {}}
+    other_torch = json.loads(json.dumps(tiny_record))
+    other_torch["environment"]["packages"]["torch"] = "0.4.0"
+    rows = {"4.25": {}, "4.26": {}}
+    borrowed = bench.merge_export_columns(rows, other_torch, settings)
+    assert "torch 0.4.0" in borrowed["borrowed"] and "ort" in rows["4.26"]
+
+
 def test_export_columns_can_come_from_an_earlier_record(tiny_record, tmp_path):
     settings = bench.StudySettings.resolve(
         device="cpu", preset="tiny", batch_size=1, seq_len=8, steps=1, warmup=0, export=False, names=["4.26"]
@@ -164,3 +219,16 @@ def test_cli_parses_bench_variants():
     args = build_parser().parse_args(["bench-variants", "--device", "cpu", "--preset", "tiny", "--steps", "3"])
     settings = BenchVariants.study_settings(args)
     assert (settings.device, settings.preset, settings.steps, settings.variants) == ("cpu", "tiny", 3, bench.MEASURED)
+
+
+def test_onnx_numerics_column_measures_emulated_bf16_and_never_runs_a_refused_graph(tiny_record):
+    rows = tiny_record["variants"]
+    refused = rows["4.25"]["onnx_numerics"]
+    assert refused["status"] == "not measured" and "where_type_error" in refused["reason"]
+    for name in ("4.26", "float_cast+masked_fill"):
+        numerics = rows[name]["onnx_numerics"]
+        assert numerics["status"] == "measured" and numerics["execution"] == "emulated bf16", name
+        assert 0 <= numerics["max_abs_diff"] < numerics["magnitude"] and numerics["spacings"] >= 0
+        probe = rows[name]["onnx_numerics_probe"]
+        assert probe["execution"] == "emulated bf16" and probe["spacing"] == 2.0**-5  # |logits| in [4, 8)
+    assert rows["4.25"]["onnx_numerics_probe"]["status"] == "not measured"

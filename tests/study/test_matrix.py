@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -304,3 +305,143 @@ def test_a_cell_record_is_replaced_only_by_a_complete_one(tmp_path: Path, monkey
     monkeypatch.setattr(matrix.subprocess, "run", completed)  # control: a complete cell replaces the record
     matrix.run_cell(Path(sys.executable), tmp_path, "2.1.2", "4.25.1", "torchscript", out, 60, work_root=tmp_path)
     assert records.read_json(out)["outcome"] == "accepted" and "wall_s" in records.read_json(out)
+
+
+def _committed_matrix() -> dict[str, Any]:
+    return records.read_json(paths.OUTPUTS / "matrix" / "matrix.json")
+
+
+def _generated_part(notes: str) -> tuple[str, str]:
+    """NOTES.md split into its generated section and the hand-written rest."""
+    start, end = notes.index(matrix_analysis.NOTES_BEGIN), notes.index(matrix_analysis.NOTES_END)
+    return notes[start : end + len(matrix_analysis.NOTES_END)], notes[:start] + notes[end:]
+
+
+def test_matrix_notes_quote_the_committed_cells() -> None:
+    committed = _committed_matrix()
+    generated, _ = _generated_part((paths.OUTPUTS / "matrix" / "NOTES.md").read_text())
+    assert generated == matrix_analysis.notes_section(committed)
+    # the control: a cell that took longer than any recorded shows in the figures, and the notes no longer match
+    slowest = max(cell["wall_s"] for cell in committed["cells"])
+    committed["cells"][0]["wall_s"] = slowest + 5
+    changed = matrix_analysis.notes_section(committed)
+    assert changed != generated and f"slowest {slowest + 5:.1f} s ({committed['cells'][0]['cell']})" in changed
+
+
+def test_matrix_notes_figures_follow_the_cells() -> None:
+    committed = _committed_matrix()
+    section = matrix_analysis.notes_section(committed)
+    dynamo = [c for c in committed["cells"] if c["exporter"] == "dynamo" and c.get("lint", {}).get("report")]
+    checked = [c["lint"]["report"]["nodes_checked"] for c in dynamo if c["torch_requested"] == "2.4.1"]
+    assert f"dynamo, torch 2.4.1: lint checked {min(checked)}–{max(checked)} nodes" in section
+    assert f"### Results ({len(committed['cells'])} cells: " in section
+    assert "Cell records holding an absolute path of the recording machine: 0." in section
+    committed["cells"][0]["error"] = {"message": "Load model from /home/someone/model.onnx failed"}
+    assert "Cell records holding an absolute path of the recording machine: 1." in matrix_analysis.notes_section(
+        committed
+    )
+
+
+def test_hand_written_matrix_notes_quote_no_measured_figure() -> None:
+    """Timings and node counts live in the generated section only; the prose cannot drift from the cells."""
+    _, prose = _generated_part((paths.OUTPUTS / "matrix" / "NOTES.md").read_text())
+    assert not re.search(r"\d+(\.\d+)? (s|min)\b|nodes_checked: \d|\d+ cells", prose)
+    with pytest.raises(ValueError, match="no generated section"):
+        matrix_analysis.update_notes(prose.replace(matrix_analysis.NOTES_END, ""), _committed_matrix())
+
+
+def test_aggregate_refreshes_the_notes(tmp_path: Path) -> None:
+    (tmp_path / "cells").mkdir()
+    for cell in _committed_matrix()["cells"][:4]:
+        records.write_json(tmp_path / "cells" / f"{cell['cell']}.json", cell)
+    notes = tmp_path / "NOTES.md"
+    notes.write_text(f"# prose\n\n{matrix_analysis.NOTES_BEGIN}\nstale\n{matrix_analysis.NOTES_END}\n\nmore prose\n")
+    written = matrix.aggregate(tmp_path)
+    text = notes.read_text()
+    assert "stale" not in text and text.startswith("# prose") and text.endswith("more prose\n")
+    assert _generated_part(text)[0] == matrix_analysis.notes_section(written)
+
+
+def _naming_matrix(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"axes": {"transformers": ["4.25.1", "4.26.0"]}, "cells": cells}
+
+
+def test_node_naming_tells_numbered_from_scoped_exporters() -> None:
+    numbered = _cell(
+        "1.12.1", "4.25.1", "torchscript", OrtVerdict.WHERE_TYPE_ERROR,
+        graph={"opset": 16, "where_node_names": ["Where_127", "Where_350"]},
+        where_error={"op_type": "Where", "node": "Where_127", "types": ["float", "bfloat16"]},
+        plain_export={"opset_requested": 16, "where_node_names": ["Where_144", "Where_367"]},
+    )  # fmt: skip
+    scoped = _cell("2.1.2", "4.25.1", "torchscript", OrtVerdict.MISSING_KERNEL, error=_error(ORT_NO_KERNEL))
+    lines = matrix_analysis.node_naming(_naming_matrix([numbered, scoped]))
+    text = "\n".join(lines)
+    assert "Node names numbered (op type and a running number): torchscript with torch 1.12.1 (Where_127" in text
+    assert "Node names scoped (the module scope of the op): torchscript with torch 2.1.2 (" in text
+    assert "torchscript, plain export with torch 1.12.1 (Where_144, Where_367)" in text
+    assert "ONNX Runtime refuses the torchscript graph of torch 1.12.1 at Where_127." in text
+    assert "rises by 223" in text  # 350 - 127 and 367 - 144
+    assert "Where_127 (torchscript); Where_144 (torchscript, plain export)" in text
+    assert "no cell records that number" in text and matrix_analysis.SEED_NODE in text
+    # the control: cells that name nodes by scope only give no numbered claim and no word on the seed's number
+    control = "\n".join(matrix_analysis.node_naming(_naming_matrix([scoped])))
+    assert "numbered" not in control and matrix_analysis.SEED_NODE not in control and "Where_" not in control
+    assert "Node names scoped" in control
+
+
+def test_node_naming_of_the_committed_cells() -> None:
+    committed = _committed_matrix()
+    text = "\n".join(matrix_analysis.node_naming(committed))
+    numbered = r"Node names numbered \(op type and a running number\): [^\n]*torchscript with torch 1\.12\.1 \("
+    assert re.search(numbered, text)
+    assert re.search(r"Node names scoped \(the module scope of the op\): torchscript with torch 1\.13\.1, ", text)
+    old = [c for c in committed["cells"] if c["torch_requested"] == "1.12.1"]
+    where_errors = {c["where_error"]["node"] for c in old if c.get("where_error")}
+    assert where_errors and all(re.fullmatch(r"Where_\d+", node) for node in where_errors)
+    # the control: without the torch 1.12.1 cells the numbered TorchScript names are gone
+    newer = {**committed, "cells": [c for c in committed["cells"] if c["torch_requested"] != "1.12.1"]}
+    assert "torchscript with torch 1.12.1" not in "\n".join(matrix_analysis.node_naming(newer))
+
+
+def test_torch_1_12_cells_record_python_3_10_and_opset_16() -> None:
+    cells = [c for c in _committed_matrix()["cells"] if c["exporter"] == "torchscript" and "graph" in c]
+    old = [c for c in cells if c["torch_requested"] == "1.12.1"]
+    assert old and all(c["python"].startswith("3.10.") and c["graph"]["opset"] == 16 for c in old)
+    assert all(c["export"]["opset_requested"] == matrix_cell.export_opset("1.12.1") == 16 for c in old)
+    newer = [c for c in cells if c["torch_requested"] != "1.12.1"]
+    assert newer and all(c["graph"]["opset"] == matrix_cell.OPSET == 17 for c in newer)
+    dynamo = [c for c in _committed_matrix()["cells"] if c["exporter"] == "dynamo" and c["torch_requested"] == "1.12.1"]
+    assert dynamo and all(c["outcome"] == "not_applicable" and "no dynamo" in c["reason"] for c in dynamo)
+
+
+def test_base_python_finds_the_machine_interpreter_or_says_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert matrix.base_python("2.1.2") == Path(sys.executable)
+    monkeypatch.setitem(matrix.PYTHON_FOR_TORCH, "0.0.1", Path(sys.executable).name)
+    found = matrix.base_python("0.0.1")
+    assert found is not None and found.is_file()
+    # the control: an interpreter the machine lacks is None, and its environment is refused with the reason
+    monkeypatch.setitem(matrix.PYTHON_FOR_TORCH, "0.0.2", "python-where223-absent")
+    assert matrix.base_python("0.0.2") is None
+    monkeypatch.setenv("PYENV_ROOT", "/nonexistent")
+    result = matrix.ensure_env("0.0.2", envs=Path("/nonexistent/envs"))
+    assert result.path is None and "needs python-where223-absent" in (result.reason or "")
+
+
+def test_the_cell_imports_under_python_3_10() -> None:
+    """torch 1.12.1's environment runs Python 3.10: the cell's own imports work there (onnx, which lint needs,
+    is installed only in the matrix environment itself)."""
+    python = matrix.base_python("1.12.1")
+    if python is None:
+        pytest.skip(f"this machine has no {matrix.PYTHON_FOR_TORCH['1.12.1']}")
+    env = {"PYTHONPATH": str(paths.ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    probe = (
+        "import where223.study.matrix_cell as m; "
+        "print(m.CellState.NOT_RUN, f'{m.OrtVerdict.ACCEPTED}', m.OrtVerdict('where_type_error') == 'where_type_error')"
+    )
+    result = matrix.subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["not_run", "accepted", "True"]
+    # the control: that interpreter really lacks 3.11's enum.StrEnum, which these modules therefore avoid
+    control = [str(python), "-c", "from enum import StrEnum"]
+    failed = matrix.subprocess.run(control, capture_output=True, text=True, env=env, check=False)
+    assert failed.returncode != 0 and "StrEnum" in failed.stderr

@@ -88,3 +88,82 @@ for section in (report.failure, report.cause, report.fix):
 def test_finding_the_runs_imports_no_torch():
     assert not torch_loaded_by(RUN_SECTIONS)
     assert torch_loaded_by(RUN_SECTIONS + "from where223.gpt2 import reproduce")  # control: the probe sees torch
+
+
+def verification_record(**verdicts: str) -> dict:
+    """A verification record whose fix passes lint and matches_release; `verdicts` gives each control's lint."""
+    checks = [{"name": "lint", "verdict": "pass"}, {"name": "matches_release", "verdict": "pass"},
+              {"name": "divergence", "verdict": "info"}]
+    controls = [{"name": name, "description": "", "breaks": ["lint"], "checks": [{"name": "lint", "verdict": v}]}
+                for name, v in verdicts.items()]
+    release = {"name": "release: swap_where", "description": "", "breaks": ["matches_release"],
+               "checks": [{"name": "matches_release", "verdict": "fail"}]}
+    return {"verdict": "pass", "checks": checks, "controls": [*controls, release]}
+
+
+def test_controls_table_and_the_checks_no_control_broke():
+    record = verification_record(**{"4.25": "fail"})
+    assert report.control_matrix(record) == (
+        ["check", "fix", "4.25", "release: swap_where"],
+        [["lint", "pass", "fail", "—"], ["matches_release", "pass", "—", "fail"], ["divergence", "info", "—", "—"]],
+    )
+    assert report.uncontrolled_checks(record) == []
+    # control: a control that no longer breaks the lint check leaves it uncontrolled
+    assert report.uncontrolled_checks(verification_record(**{"4.25": "pass"})) == ["lint"]
+    assert report.uncontrolled_checks({"checks": record["checks"]}) == ["lint", "matches_release"]
+
+
+@pytest.fixture
+def outputs_copy(tmp_path):
+    """A copy of the committed outputs/ that a test may change."""
+    import shutil
+
+    copied = tmp_path / "outputs"
+    shutil.copytree(OUTPUTS, copied)
+    return copied
+
+
+def section_text(section, outputs) -> str:
+    """One section of the write-up, built from the records under `outputs`."""
+    written = report.Report(outputs, load_plan())
+    section(written)
+    return written.text()
+
+
+def test_the_report_follows_a_changed_record(outputs_copy):
+    fix = report.Report(outputs_copy, load_plan()).fix_run()
+    source = report.find_run(outputs_copy, fix.parameters)
+    record_path = outputs_copy / source / runs.fix_name(fix.parameters["variant"]) / "verification.json"
+    before = section_text(report.fix, outputs_copy)
+    record = load_json(record_path)
+    record["verdict"] = "fail"
+    record["verdict_statement"] = "fail — 1 of 2 checks pass; failed: lint; not measured on cpu: a measured gap"
+    record["checks"][0]["verdict"] = "fail"
+    record["environment"]["packages"]["transformers"] = "9.99.9"
+    record["controls"] = [{"name": "control-x", "description": "built to break nothing", "breaks": [],
+                           "checks": [{**check, "verdict": "pass"} for check in record["checks"]]}]
+    record_path.write_text(json.dumps(record))
+    after = section_text(report.fix, outputs_copy)
+    assert after != before
+    assert "Overall verdict: **fail** — 1 of 2 checks pass; failed: lint; not measured on cpu: a measured gap." in after
+    assert "into transformers 9.99.9 and" in after
+    assert "| check | fix | control-x |" in after and "- `control-x`: built to break nothing" in after
+    assert "Checks that passed for the fix and failed on no control: " in after
+
+
+def test_the_cause_section_follows_the_records(outputs_copy):
+    source = report.find_run(outputs_copy, report.Report(outputs_copy, load_plan()).fix_run().parameters)
+    lint_path = outputs_copy / source / "graph" / "lint.json"
+    reproduce_path = outputs_copy / source / "reproduce.json"
+    lint, reproduced = load_json(lint_path), load_json(reproduce_path)
+    conflicts = [v for v in lint["violations"] if v["kind"] == "type_binding_conflict"]
+    lint["violations"] = [v for v in lint["violations"] if v not in conflicts[1:]]  # keep the first conflict only
+    reproduced["error"]["type_binding"]["node"] = "/transformer/h.7/attn/Where"
+    lint_path.write_text(json.dumps(lint))
+    reproduce_path.write_text(json.dumps(reproduced))
+    text = section_text(report.cause, outputs_copy)
+    assert "finds 1 type-binding conflict(s) in layer(s) 0 (ONNX Runtime's message names " in text
+    others = len(lint["violations"]) - 1
+    assert f"names `/transformer/h.7/attn/Where`) and {others} other finding(s):" in text
+    assert "one per layer" not in text and "reported only the first" not in text
+    assert ", not the node ONNX Runtime named, `/transformer/h.7/attn/Where`)" in text

@@ -6,15 +6,20 @@ import contextlib
 import os
 import re
 import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
-from where223.pipeline.records import atomic_path
+from where223.pipeline.records import atomic_path, portable_text
 
 # Jupyter runs each cell from /tmp/ipykernel_<pid>/<hash of the code>.py: the pid changes every run.
 _KERNEL_CELL = re.compile(r"/tmp/ipykernel_\d+/")
+# The interpreter's standard library (asyncio, runpy frames below a notebook's cell), stripped like site-packages.
+_STDLIB_DIRS = tuple(
+    sorted({f"{sysconfig.get_paths()[key]}/" for key in ("stdlib", "platstdlib")}, key=len, reverse=True)
+)
 AMP_DTYPES: dict[str, torch.dtype | None] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
 
 
@@ -84,20 +89,42 @@ def export_onnx(
     return out
 
 
-def stable_doc_strings(path: str | Path) -> Path:
-    """Rewrite the kernel-pid part of notebook-cell frames in node doc_strings, so reruns give equal files.
+def portable_stack(text: str) -> str:
+    """A recorded Python stack with machine-specific parts rewritten, as records are (`records.portable_text`).
 
-    Only the outer frames (the notebook cell that called the export) change; the model's own frames,
-    which `blame` reads, are untouched.
+    Paths inside site-packages and the standard library become relative to them (`torch/onnx/utils.py`),
+    paths inside the checkout relative to the repository (`src/where223/gpt2/export.py`), and a notebook
+    cell's `/tmp/ipykernel_<pid>/` becomes `<ipykernel>/`. `blame` and the divergence report read library
+    frames from the relative paths the same way (a test compares them before and after).
+    """
+    text = portable_text(_KERNEL_CELL.sub("<ipykernel>/", text))
+    for stdlib in _STDLIB_DIRS:
+        text = text.replace(stdlib, "")
+    return text
+
+
+def stable_doc_strings(path: str | Path) -> Path:
+    """Rewrite the stacks in node doc_strings (and stack metadata) with `portable_stack`, in place.
+
+    The file then depends neither on where the checkout and the interpreter live nor on the notebook
+    kernel's pid: two checkouts, or two reruns, export byte-identical models.
     """
     import onnx
 
-    model = onnx.load(str(path))
+    from where223.graph.loading import subgraphs
+
+    model = onnx.load(str(path), load_external_data=False)
     changed = False
-    for node in model.graph.node:
-        if _KERNEL_CELL.search(node.doc_string):
-            node.doc_string = _KERNEL_CELL.sub("<ipykernel>/", node.doc_string)
+    for node in (node for _, graph in subgraphs(model.graph) for node in graph.node):
+        rewritten = portable_stack(node.doc_string)
+        if rewritten != node.doc_string:
+            node.doc_string = rewritten
             changed = True
+        for entry in getattr(node, "metadata_props", ()):  # NodeProto.metadata_props: onnx >= 1.16
+            value = portable_stack(entry.value)
+            if value != entry.value:
+                entry.value = value
+                changed = True
     if changed:
         with atomic_path(path) as partial:
             onnx.save(model, str(partial))

@@ -99,6 +99,11 @@ def mask_by_where_scalar(weights: torch.Tensor, causal: torch.Tensor, fill: floa
     return torch.where(causal, weights, fill)
 
 
+def scale_by_product(weights: torch.Tensor, divisor: float) -> torch.Tensor:
+    """A deliberate bug, for negative controls only: multiplies by sqrt(head size) instead of dividing."""
+    return weights * torch.full([], divisor, dtype=weights.dtype, device=weights.device)
+
+
 SCALES: dict[str, Scale] = {
     "tensor": scale_by_tensor,
     "full": scale_by_full,
@@ -106,6 +111,7 @@ SCALES: dict[str, Scale] = {
     "full_cast": scale_by_full_cast,
     "float_cast": scale_by_float_cast,
     "full_const": scale_by_full_constant,
+    "product": scale_by_product,
 }
 MASKS: dict[str, Mask] = {
     "tensor_to": mask_by_tensor_to,
@@ -150,6 +156,15 @@ STUDY: dict[str, Variant] = {
 VARIANTS.update(STUDY)
 
 
+# Negative controls of `where223.study.verify`: variants built to break its checks, never offered as fixes
+# (not in VARIANTS, so no study or test of the fixes iterates them; `patched_attention` still applies them).
+CONTROLS: dict[str, Variant] = {
+    "control-wrong-scale": Variant(
+        "control-wrong-scale", "product", "full_to_cast", "4.26 multiplying by sqrt(head size) instead of dividing"
+    ),
+}
+
+
 def register(variant: Variant) -> Variant:
     """Add a variant to the registry (its scale and mask must be known)."""
     if variant.scale not in SCALES or variant.mask not in MASKS:
@@ -159,7 +174,9 @@ def register(variant: Variant) -> Variant:
 
 
 def get_variant(name: str) -> Variant:
-    """A registered variant by name, or an error listing the names."""
+    """A registered variant or negative control by name, or an error listing the variants' names."""
+    if name in CONTROLS:
+        return CONTROLS[name]
     if name not in VARIANTS:
         raise ValueError(f"unknown attention variant {name!r}; registered: {sorted(VARIANTS)}")
     return VARIANTS[name]

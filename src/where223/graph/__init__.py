@@ -18,11 +18,13 @@ _SUBMODULE_OF: dict[str, str] = {
     "load_model": "loading",
     "UnreadableModelError": "loading",
     "NodeNotFoundError": "loading",
+    "MalformedModelError": "loading",
     # every type-constraint violation
     "lint_model": "lint",
     "LintReport": "lint",
     "Violation": "lint",
     "FindingKind": "lint",
+    "LintOutcome": "lint",
     # ONNX Runtime's verdict
     "judge": "ort",
     "OrtVerdict": "ort",

@@ -21,10 +21,11 @@ from where223.graph.loading import ModelLike, find_node, load_model
 _TORCHSCRIPT_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>\S.*)$")
 _TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S.*)$')
 # frames of torch's tracing/export machinery: everything from the first of these outwards is the
-# call to torch.onnx.export, not the model
-_MACHINERY = re.compile(r"[/\\]torch[/\\](jit|onnx)[/\\]")
+# call to torch.onnx.export, not the model. Paths may be absolute or, in portable exports, relative to
+# site-packages (`torch/onnx/utils.py`): both are recognised.
+_MACHINERY = re.compile(r"(^|[/\\])torch[/\\](jit|onnx)[/\\]")
 # nn.Module.__call__ plumbing between a module's forward and its caller
-_PLUMBING = re.compile(r"[/\\]torch[/\\]nn[/\\]modules[/\\]module\.py$")
+_PLUMBING = re.compile(r"(^|[/\\])torch[/\\]nn[/\\]modules[/\\]module\.py$")
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def parse_stack(text: str) -> list[Frame]:
         if not match:
             continue
         file, line = match["file"], int(match["line"])
+        # a relative path (portable exports) is looked up along sys.path, where site-packages lies
         code = linecache.getline(file, line).strip() or None
         following = lines[i + 1].strip() if i + 1 < len(lines) else ""
         if code is None and match.re is _TRACEBACK_FRAME and following and not following.startswith("File "):

@@ -15,10 +15,10 @@ from pathlib import Path
 import networkx as nx
 from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from where223.figures import save_figure
+from where223.figures import TEXT_SIZE, TITLE_SIZE, new_figure, save_figure
+from where223.graph.blame import blame
 from where223.graph.dtypes import short_type
 from where223.graph.lint import Violation, lint_types
 from where223.graph.loading import ModelLike, find_node, load_model, node_label
@@ -33,10 +33,29 @@ _PRECISION_COLOURS = ("#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#bbbbbb", "#f
 _REDUCED = ("float16", "bfloat16")
 
 
+# Longest line of text inside a node's box, in characters: longer scopes are cut in the middle.
+_BOX_CHARS = 16
+# Inches per layer of a neighbourhood and per row of a grid: small enough for MIN_TEXT_PX at page width.
+_LAYER_WIDTH = 1.75
+_ROW_HEIGHT = 0.2
+
+
+def _cut(text: str, limit: int = _BOX_CHARS) -> str:
+    """`text` cut in the middle to at most `limit` characters: onnx::Where_178_where223_float -> onnx::W…23_float."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return f"{text[:head]}…{text[-(limit - 1 - head):]}"
+
+
 def _short_name(name: str) -> str:
-    """The last three scopes of a node name: /transformer/h.0/attn/Where -> h.0/attn/Where."""
-    parts = [p for p in name.split("/") if p]
-    return "/".join(parts[-3:]) if parts else name
+    """The last three scopes of a node name, broken in two lines when long: /transformer/h.0/attn/Where ->
+    h.0/attn/Where."""
+    parts = [_cut(p) for p in name.split("/") if p][-3:]
+    if not parts:
+        return name
+    joined = "/".join(parts)
+    return joined if len(joined) <= _BOX_CHARS else f"{'/'.join(parts[:-1])}/\n{parts[-1]}"
 
 
 def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list[Violation]) -> nx.DiGraph:
@@ -148,59 +167,61 @@ def layered_layout(graph: nx.DiGraph) -> dict[str, tuple[float, float]]:
 
 
 def _draw_on(ax: Axes, graph: nx.DiGraph, title: str) -> None:
-    """Draw a neighbourhood on one axes: boxes for ops, grey for sources and sinks, red conflicts."""
+    """Draw a neighbourhood on one axes: a box sized to its text per op, grey for sources and sinks, red conflicts.
+
+    Each box is its label's own frame, so a long name widens its box instead of spilling out of it.
+    """
     positions = layered_layout(graph)
-    labels = {
-        n: f"{d['op_type']}\n{_short_name(d['name'] or n)}"
-        if d["kind"] == "op"
-        else f"{d['kind']}\n{d['name']}"
-        for n, d in graph.nodes(data=True)
-    }
-    colours = [
-        "#fbd5d5" if d.get("violation") else ("#e8eef7" if d["kind"] == "op" else "#eeeeee")
-        for _, d in graph.nodes(data=True)
-    ]
-    borders = [
-        CONFLICT_COLOUR
-        if d.get("violation")
-        else ("#1f3b73" if n == graph.graph.get("centre") else "#888888")
-        for n, d in graph.nodes(data=True)
-    ]
+    for n, d in graph.nodes(data=True):
+        name = _short_name(d["name"] or n) if d["kind"] == "op" else _cut(d["name"])
+        label = f"{d['op_type'] if d['kind'] == 'op' else d['kind']}\n{name}"
+        fill = "#fbd5d5" if d.get("violation") else ("#e8eef7" if d["kind"] == "op" else "#eeeeee")
+        border = CONFLICT_COLOUR if d.get("violation") else ("#1f3b73" if n == graph.graph.get("centre") else "#888888")
+        ax.text(
+            *positions[n],
+            label,
+            fontsize=TEXT_SIZE,
+            ha="center",
+            va="center",
+            zorder=3,
+            bbox={"boxstyle": "square,pad=0.4", "fc": fill, "ec": border, "lw": 1.5},
+        )
     edge_colours = [CONFLICT_COLOUR if d["conflict"] else "#555555" for _, _, d in graph.edges(data=True)]
     widths = [2.5 if d["conflict"] else 1.0 for _, _, d in graph.edges(data=True)]
-    shape = {"node_size": 2600, "node_shape": "s"}
     nx.draw_networkx_edges(
-        graph, positions, ax=ax, edge_color=edge_colours, width=widths, arrows=True, arrowsize=12, **shape
+        graph,
+        positions,
+        ax=ax,
+        edge_color=edge_colours,
+        width=widths,
+        arrows=True,
+        arrowsize=12,
+        node_size=0,
+        min_source_margin=36,
+        min_target_margin=36,
     )
-    nx.draw_networkx_nodes(
-        graph, positions, ax=ax, node_color=colours, edgecolors=borders, linewidths=1.5, **shape
-    )
-    nx.draw_networkx_labels(graph, positions, labels=labels, ax=ax, font_size=6)
     texts = nx.draw_networkx_edge_labels(
         graph,
         positions,
         edge_labels={(u, v): ", ".join(d["dtypes"]) for u, v, d in graph.edges(data=True)},
         ax=ax,
-        font_size=6,
+        font_size=TEXT_SIZE,
         rotate=False,
-        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.9},
     )
     for (u, v), text in texts.items():
+        text.set_zorder(4)
         if graph.edges[u, v]["conflict"]:
             text.set_color(CONFLICT_COLOUR)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=TITLE_SIZE)
     ax.set_axis_off()
-    ax.margins(0.08)
+    ax.margins(0.12, 0.15)
 
 
-def _figure_size(graphs: list[nx.DiGraph]) -> tuple[float, float]:
+def _figure_size(graph: nx.DiGraph) -> tuple[float, float]:
     """Width from the number of layers, height from the most crowded layer."""
-    width, height = 0.0, 1
-    for graph in graphs:
-        counts = Counter(_layers(graph).values())
-        width += 2.0 + 1.9 * len(counts)
-        height = max(height, max(counts.values(), default=1))
-    return min(width, 40.0), min(2.0 + 1.2 * height, 24.0)
+    counts = Counter(_layers(graph).values())
+    return min(0.8 + _LAYER_WIDTH * len(counts), 40.0), min(1.0 + 0.9 * max(counts.values(), default=1), 24.0)
 
 
 def _typed(model: ModelLike) -> tuple[ModelTypes, list[Violation]]:
@@ -242,7 +263,7 @@ def _render(
     path_stem: str | os.PathLike[str],
 ) -> list[Path]:
     graph = neighbourhood(types, node_name, hops, violations)
-    figure = Figure(figsize=_figure_size([graph]))
+    figure = new_figure(_figure_size(graph))
     where = f" in {graph.graph['subgraph']}" if graph.graph["subgraph"] else ""
     _draw_on(figure.add_subplot(1, 1, 1), graph, f"{node_name}{where}: {hops}-hop neighbourhood")
     return save_figure(figure, path_stem)
@@ -257,15 +278,18 @@ def draw_before_after(
     titles: tuple[str, str] = ("before", "after"),
     hops: int = 2,
 ) -> list[Path]:
-    """The neighbourhoods of `node_a` in `model_a` and `node_b` in `model_b`, side by side."""
+    """The neighbourhoods of `node_a` in `model_a` and `node_b` in `model_b`, one above the other (side by side
+    they would be shrunk to half the page width)."""
     graphs = []
     for model, node in ((model_a, node_a), (model_b, node_b)):
         types, violations = _typed(model)
         graphs.append(neighbourhood(types, node, hops, violations))
-    width, height = _figure_size(graphs)
-    figure = Figure(figsize=(width, height))
-    for k, (graph, title) in enumerate(zip(graphs, titles, strict=True)):
-        _draw_on(figure.add_subplot(1, 2, k + 1), graph, title)
+    sizes = [_figure_size(graph) for graph in graphs]
+    figure = new_figure((max(w for w, _ in sizes), sum(h for _, h in sizes)))
+    axes = figure.subplots(2, 1, gridspec_kw={"height_ratios": [h for _, h in sizes]})
+    for ax, graph, title in zip(axes, graphs, titles, strict=True):
+        _draw_on(ax, graph, title)
+    figure.tight_layout()
     return save_figure(figure, path_stem)
 
 
@@ -304,34 +328,57 @@ def precision_table(model: ModelLike, pattern: str = GPT2_ATTENTION) -> dict[int
     }
 
 
+def _draw_grid(
+    grid: list[list[int]],
+    rows: list[str],
+    layers: list[int],
+    legend: dict[str, str],
+    title: str,
+    path_stem: str | os.PathLike[str],
+) -> list[Path]:
+    """A tensor x layer grid of class indices into `legend` (name -> colour): one row per tensor, so that the
+    names read horizontally and the figure stays narrow however many tensors the block has."""
+    figure = new_figure((4.6 + 0.45 * len(layers), 1.3 + _ROW_HEIGHT * len(rows)))
+    ax = figure.add_subplot(1, 1, 1)
+    ax.imshow(grid, cmap=ListedColormap(list(legend.values())), vmin=0, vmax=len(legend) - 1, aspect="auto")
+    ax.set_yticks(range(len(rows)), rows, fontsize=TEXT_SIZE)
+    ax.set_xticks(range(len(layers)), [f"layer {n}" for n in layers], fontsize=TEXT_SIZE)
+    ax.xaxis.tick_top()
+    ax.set_xticks([x - 0.5 for x in range(1, len(layers))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(rows))], minor=True)
+    ax.grid(which="minor", color="white", linewidth=0.8)
+    ax.tick_params(which="minor", length=0)
+    ax.set_title(title, fontsize=TITLE_SIZE, loc="left")
+    handles = [Patch(facecolor=colour, edgecolor="#888888", label=name) for name, colour in legend.items()]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=TEXT_SIZE, frameon=False)
+    figure.tight_layout()
+    return save_figure(figure, path_stem)
+
+
+def _source_line(model: ModelLike, node_name: str) -> str:
+    """`file.py:LINE` of the innermost model frame the exporter recorded for a node, or '' when none was."""
+    frames = blame(model, node_name).model_frames
+    return f"{Path(frames[0].file).name}:{frames[0].line}" if frames else ""
+
+
 def draw_precision_summary(
     model: ModelLike, path_stem: str | os.PathLike[str], pattern: str = GPT2_ATTENTION
 ) -> list[Path]:
-    """A layer x tensor grid of the attention block's float tensors: float, float16, bfloat16, double."""
+    """A tensor x layer grid of the attention block's float tensors: float, float16, bfloat16, double."""
     table = precision_table(model, pattern)
     columns = list(dict.fromkeys(c for row in table.values() for c in row))
     layers = list(table)
-    grid = [[PRECISION_CLASSES.index(table[layer].get(c, "untyped")) for c in columns] for layer in layers]
+    grid = [[PRECISION_CLASSES.index(table[layer].get(c, "untyped")) for layer in layers] for c in columns]
     reduced = sum(1 for row in table.values() for d in row.values() if d in _REDUCED)
     total = sum(len(row) for row in table.values())
-    figure = Figure(figsize=(min(2.0 + 0.35 * len(columns), 40.0), 1.5 + 0.35 * len(layers)))
-    ax = figure.add_subplot(1, 1, 1)
-    ax.imshow(grid, cmap=ListedColormap(_PRECISION_COLOURS), vmin=0, vmax=len(PRECISION_CLASSES) - 1)
-    ax.set_xticks(range(len(columns)), columns, rotation=90, fontsize=6)
-    ax.set_yticks(range(len(layers)), [f"layer {n}" for n in layers], fontsize=7)
-    ax.set_xticks([x - 0.5 for x in range(1, len(columns))], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, len(layers))], minor=True)
-    ax.grid(which="minor", color="white", linewidth=0.8)
-    ax.tick_params(which="minor", length=0)
-    ax.set_title(
-        f"attention tensors by precision: {reduced} of {total} reduced (float16/bfloat16)", fontsize=9
+    return _draw_grid(
+        grid,
+        columns,
+        layers,
+        dict(zip(PRECISION_CLASSES, _PRECISION_COLOURS, strict=True)),
+        f"attention tensors by precision:\n{reduced} of {total} reduced (float16/bfloat16)",
+        path_stem,
     )
-    handles = [
-        Patch(facecolor=colour, edgecolor="#888888", label=name)
-        for name, colour in zip(PRECISION_CLASSES, _PRECISION_COLOURS, strict=True)
-    ]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    return save_figure(figure, path_stem)
 
 
 MARK_COLOURS = {"agrees": "#55a868", "diverges": CONFLICT_COLOUR, "not joined": "#dddddd"}
@@ -344,24 +391,23 @@ def draw_node_marks(
     title: str,
     pattern: str = GPT2_ATTENTION,
 ) -> list[Path]:
-    """A layer x op grid of the block's floating tensors, each cell coloured by its node's mark.
+    """A tensor x layer grid of the block's floating tensors, each cell coloured by its node's mark, each row
+    named by its op and the source line the exporter recorded for it (first layer's node; none when not recorded).
 
     `marks` maps node names to 'agrees' or 'diverges' (e.g. eager-versus-graph dtype agreement);
     nodes without a mark are drawn as 'not joined'.
     """
-    table = precision_table(model, pattern)
+    loaded, _ = load_model(model)
+    table = precision_table(loaded, pattern)
     regex = re.compile(pattern)
     by_cell = {(int(m["layer"]), m["op"]): mark for name, mark in marks.items() if (m := regex.search(name))}
     columns = list(dict.fromkeys(c for row in table.values() for c in row))
+    first_node = {}
+    for node in loaded.graph.node:
+        match = regex.search(node.name)
+        if match and match["op"] in columns:
+            first_node.setdefault(match["op"], node.name)
+    rows = [f"{c}  {_source_line(loaded, first_node[c])}" if c in first_node else c for c in columns]
     classes = list(MARK_COLOURS)
-    grid = [[classes.index(by_cell.get((layer, c), "not joined")) for c in columns] for layer in table]
-    figure = Figure(figsize=(min(2.0 + 0.35 * len(columns), 40.0), 1.5 + 0.35 * len(table)))
-    ax = figure.add_subplot(1, 1, 1)
-    ax.imshow(grid, cmap=ListedColormap(list(MARK_COLOURS.values())), vmin=0, vmax=len(classes) - 1)
-    ax.set_xticks(range(len(columns)), columns, rotation=90, fontsize=6)
-    ax.set_yticks(range(len(table)), [f"layer {n}" for n in table], fontsize=7)
-    ax.set_title(title, fontsize=9)
-    handles = [Patch(facecolor=c, edgecolor="#888888", label=k) for k, c in MARK_COLOURS.items()]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    return save_figure(figure, path_stem)
-
+    grid = [[classes.index(by_cell.get((layer, c), "not joined")) for layer in table] for c in columns]
+    return _draw_grid(grid, [r.rstrip() for r in rows], list(table), MARK_COLOURS, title, path_stem)

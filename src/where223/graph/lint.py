@@ -2,28 +2,54 @@
 
 Unlike `onnx.checker`, which stops at the first problem of any kind, this reports every type-parameter
 violation in every graph and subgraph, and never loads external weight data.
+
+Roots and consequences. One wrong type upstream (a Cast to the wrong float type, say) makes every node it
+reaches through type-preserving ops violate too; the report separates the first from the rest. A value's
+type *derives from* a violation when the value is an output of that violation's node bound to the violated
+type parameter, or an output of any node bound to the same type parameter as an input whose type derives
+from it (a Cast's, Shape's or ConstantOfShape's output starts afresh; an op with no schema or with subgraphs
+passes every input's derivation to every output, and a subgraph's inputs and its outer-scope reads carry
+theirs in). A violation is a *consequence* when at least one of its input values bound to the violated
+parameter has a type deriving from another violation, and its remaining input values of that parameter,
+taken alone, would not violate it (one type, and an allowed one). Every other violation is a *root*: no input
+of its violated parameter owes its type to another violation, or the inputs that do not would violate it even
+without them. The test looks at input values, not at `offending`: once a wrong type reaches a node's first
+input, the node's output takes that type and `offending` names the node's correct inputs. A consequence's
+`caused_by` names the roots its types derive from (`subgraph/node`, or `node` in the main graph). Reports
+list roots first, each group in graph order.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import ChainMap, Counter
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import onnx
 
+from where223.enums import TextEnum
 from where223.errors import printable
-from where223.graph.loading import ModelLike, load_model, node_label
+from where223.graph.loading import ModelLike, inline_local_functions, load_model, node_label, subgraph_path
 from where223.graph.schema import Signature, formal_pairs, signature_for
 from where223.graph.types import ModelTypes, Scope, model_types
 
+UNTYPED_EXAMPLES = 5  # untyped values named in a report
+CONSEQUENCES_SHOWN = 5  # consequences named under their root in the text report
 
-class FindingKind(StrEnum):
+
+class FindingKind(TextEnum):
     """What a violation breaks: one type parameter bound to two types, or a type outside its allowed set."""
 
     BINDING_CONFLICT = "type_binding_conflict"
     NOT_ALLOWED = "type_not_allowed"
+
+
+class LintOutcome(TextEnum):
+    """What a lint run established: violations, none with every node checked, or none among those checked."""
+
+    CLEAN = "clean"  # no violation, every node checked and every value at them typed
+    VIOLATIONS = "violations"  # at least one violation (whatever could not be checked)
+    INCOMPLETE = "incomplete"  # no violation found, but some nodes unchecked or values untyped
 
 
 @dataclass(frozen=True)
@@ -59,6 +85,13 @@ class Violation:
     allowed: list[str]
     subgraph: str
     expected: str | None = None
+    root: bool = True  # False for a consequence of other violations (see the module's docstring)
+    caused_by: list[str] = field(default_factory=list)  # a consequence's roots, as `label`s
+
+    @property
+    def label(self) -> str:
+        """The node, prefixed with its subgraph path when it is inside one: how `caused_by` names it."""
+        return f"{self.subgraph}/{self.node}" if self.subgraph else self.node
 
     def message(self) -> str:
         """One line in ONNX Runtime's own wording."""
@@ -90,13 +123,31 @@ class LintReport:
     nodes_checked: int
     unchecked: dict[str, int]  # "domain:op_type" -> nodes with no onnx schema (custom ops, local functions)
     untyped_values: int  # values at checked nodes whose type no source could determine
-    violations: list[Violation] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)  # lint_model: roots first; lint_types: graph order
     inlined_functions: int = 0  # model-local functions inlined before checking (their nodes get new names)
+    untyped_examples: list[str] = field(default_factory=list)  # the first few untyped values, as `subgraph/name`
 
     @property
     def clean(self) -> bool:
-        """True when no violation was found."""
+        """True when no violation was found (the report may still be incomplete: see `outcome`)."""
         return not self.violations
+
+    @property
+    def complete(self) -> bool:
+        """True when every node had a schema and every value at them a type."""
+        return not self.unchecked and self.untyped_values == 0
+
+    @property
+    def outcome(self) -> LintOutcome:
+        """Violations first; without any, clean only when the check was complete."""
+        if self.violations:
+            return LintOutcome.VIOLATIONS
+        return LintOutcome.CLEAN if self.complete else LintOutcome.INCOMPLETE
+
+    @property
+    def roots(self) -> list[Violation]:
+        """The violations that follow from no other."""
+        return [v for v in self.violations if v.root]
 
     @property
     def unchecked_count(self) -> int:
@@ -108,6 +159,8 @@ class LintReport:
         record = asdict(self)
         record["violations"] = [v.to_dict() for v in self.violations]
         record["clean"] = self.clean
+        record["complete"] = self.complete
+        record["outcome"] = str(self.outcome)
         return record
 
     def format(self) -> str:
@@ -123,18 +176,41 @@ class LintReport:
         if self.unchecked:
             ops = ", ".join(f"{printable(op)} x{n}" for op, n in sorted(self.unchecked.items()))
             lines.append(f"  unchecked (no onnx schema): {ops}")
+        if not self.complete:
+            lines.append(self._incomplete_line())
         if self.clean:
-            lines.append("no type-constraint violations")
+            lines.append("no type-constraint violations" if self.complete else "no violation among the nodes checked")
             return "\n".join(lines)
-        lines.append(f"{len(self.violations)} violation(s):")
+        roots = self.roots
+        consequences = len(self.violations) - len(roots)
+        lines.append(f"{len(self.violations)} violation(s): {len(roots)} root(s), {consequences} consequence(s)")
+        following: dict[str, list[Violation]] = {}
         for v in self.violations:
+            if not v.root:
+                following.setdefault(v.caused_by[0], []).append(v)
+        for v in roots:
             lines.append(f"  {v.kind}: {v.message()}")
             for b in v.bindings:
                 mark = "  <-- offending" if b in v.offending else ""
                 lines.append(f"      {b}{mark}")
             if v.kind == FindingKind.NOT_ALLOWED:
                 lines.append(f"      allowed: {', '.join(v.allowed)}")
+            after = following.pop(v.label, [])
+            if after:
+                named = ", ".join(dict.fromkeys(printable(c.label) for c in after[:CONSEQUENCES_SHOWN]))
+                more = ", ..." if len(after) > CONSEQUENCES_SHOWN else ""
+                lines.append(f"      + {len(after)} consequence(s): {named}{more}")
         return "\n".join(lines)
+
+    def _incomplete_line(self) -> str:
+        """How much could not be checked, with a few untyped values named."""
+        examples = ", ".join(printable(name) for name in self.untyped_examples)
+        more = ", ..." if self.untyped_values > len(self.untyped_examples) else ""
+        named = f" (e.g. {examples}{more})" if examples else ""
+        return (
+            f"incomplete: {self.untyped_values} value(s) untyped{named}, "
+            f"{self.unchecked_count} node(s) unchecked"
+        )
 
 
 def _expected_type(bindings: list[Binding]) -> str:
@@ -149,16 +225,16 @@ def _expected_type(bindings: list[Binding]) -> str:
 
 def _check_node(
     node: onnx.NodeProto, index: int, sig: Signature, scope: Scope
-) -> tuple[list[Violation], int]:
-    """The violations of one node and how many of its values had no known type."""
+) -> tuple[list[Violation], list[str]]:
+    """The violations of one node and the names of its values that had no known type."""
     by_param: dict[str, list[tuple[str, int, str, str]]] = {}  # Binding's fields, built only when reported
     homogeneous: dict[str, bool] = {}
-    untyped = 0
+    untyped: list[str] = []
     for io, actual, formals in (("input", node.input, sig.inputs), ("output", node.output, sig.outputs)):
         for position, name, formal in formal_pairs(actual, formals):
             value_type = scope.type_of(name)
             if value_type is None:
-                untyped += 1
+                untyped.append(name)
                 continue
             by_param.setdefault(formal.type_str, []).append((io, position, name, value_type))
             homogeneous[formal.type_str] = homogeneous.get(formal.type_str, True) and formal.homogeneous
@@ -195,7 +271,8 @@ def _check_node(
 
 
 def lint_types(types: ModelTypes, model_path: str | None = None) -> LintReport:
-    """Check every node of every scope of an already-typed model."""
+    """Check every node of every scope of an already-typed model; violations in graph order, each marked
+    root or consequence (`lint_model` lists the roots first)."""
     report = LintReport(
         model_path=model_path,
         opset=types.opsets.get(""),
@@ -213,25 +290,96 @@ def lint_types(types: ModelTypes, model_path: str | None = None) -> LintReport:
                 continue
             found, untyped = _check_node(node, index, sig, scope)
             report.violations.extend(found)
-            report.untyped_values += untyped
+            report.untyped_values += len(untyped)
+            room = UNTYPED_EXAMPLES - len(report.untyped_examples)
+            report.untyped_examples.extend(f"{scope.path}/{n}" if scope.path else n for n in untyped[:room])
             report.nodes_checked += 1
     report.unchecked = dict(unchecked)
+    if report.violations:
+        _mark_consequences(types, report.violations)
     return report
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _follows_from_others(violation: Violation, derived: ChainMap[str, frozenset[str]]) -> frozenset[str]:
+    """The roots a violation follows from (see the module's docstring); empty when it is a root."""
+    inputs = [b for b in violation.bindings if b.io == "input"]
+    inherited = [b for b in inputs if derived.get(b.name)]
+    own_types = {b.type for b in inputs if not derived.get(b.name)}
+    alone_fine = own_types <= set(violation.allowed) and (
+        violation.kind != FindingKind.BINDING_CONFLICT or len(own_types) <= 1
+    )
+    if not inherited or not alone_fine:
+        return _NONE
+    return frozenset().union(*(derived[b.name] for b in inherited))
+
+
+def _mark_consequences(types: ModelTypes, violations: list[Violation]) -> None:
+    """Set `root` and `caused_by` on each violation, walking the dataflow in graph order."""
+    at_node: dict[tuple[str, int], list[Violation]] = {}
+    for v in violations:
+        at_node.setdefault((v.subgraph, v.node_index), []).append(v)
+    order = {label: position for position, label in enumerate(v.label for v in violations)}
+    _trace(types.scopes[""].graph, "", ChainMap(), at_node, types.opsets, order)
+
+
+def _trace(
+    graph: onnx.GraphProto,
+    path: str,
+    derived: ChainMap[str, frozenset[str]],  # value name -> the roots its type derives from
+    at_node: dict[tuple[str, int], list[Violation]],
+    opsets: dict[str, int],
+    order: dict[str, int],  # violation label -> its position in graph order
+) -> None:
+    for index, node in enumerate(graph.node):
+        from_inputs = frozenset().union(*(derived.get(name, _NONE) for name in node.input if name))
+        from_bodies: frozenset[str] = _NONE
+        bodies = [
+            (attr.name, attr.g) if attr.type == onnx.AttributeProto.GRAPH else (f"{attr.name}[{k}]", sub)
+            for attr in node.attribute
+            if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            for k, sub in enumerate([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+        ]
+        for name, body in bodies:
+            inner = derived.new_child({value.name: from_inputs for value in body.input})
+            _trace(body, subgraph_path(path, node, index, name), inner, at_node, opsets, order)
+            from_bodies = from_bodies.union(*(inner.get(value.name, _NONE) for value in body.output))
+        rooted_params: dict[str, frozenset[str]] = {}
+        for v in at_node.get((path, index), []):
+            roots = _follows_from_others(v, derived)
+            v.root = not roots
+            v.caused_by = sorted(roots, key=lambda label: order.get(label, len(order)))
+            if v.root:
+                rooted_params[v.type_param] = rooted_params.get(v.type_param, _NONE) | {v.label}
+        sig = signature_for(node, opsets)
+        if sig is None or bodies:
+            everything = from_inputs.union(from_bodies, *rooted_params.values())
+            for out in node.output:
+                derived[out] = everything
+            continue
+        by_param: dict[str, frozenset[str]] = dict(rooted_params)
+        for _, name, formal in formal_pairs(node.input, sig.inputs):
+            by_param[formal.type_str] = by_param.get(formal.type_str, _NONE) | derived.get(name, _NONE)
+        for _, name, formal in formal_pairs(node.output, sig.outputs):
+            derived[name] = by_param.get(formal.type_str, _NONE)
 
 
 def lint_model(model_or_path: ModelLike) -> LintReport:
     """Lint a model (or the .onnx file at a path; weights are not loaded).
 
     Model-local functions (the dynamo exporter puts whole modules in them) are inlined first with onnx's
-    own inliner, so that the nodes inside them are checked at their call sites' types.
+    own inliner, so that the nodes inside them are checked at their call sites' types. Raises
+    `UnreadableModelError` for a file that is not a model and `MalformedModelError` when onnx's inliner or
+    shape inference fails on it.
     """
     model, path = load_model(model_or_path)
     functions = len(model.functions)
     if functions:
-        import onnx.inliner
-
-        model = onnx.inliner.inline_local_functions(model)
-    report = lint_types(model_types(model), str(path) if path else None)
+        model = inline_local_functions(model, path)
+    report = lint_types(model_types(model, path), str(path) if path else None)
+    report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
     report.inlined_functions = functions
     return report
 

@@ -19,6 +19,28 @@ class UnreadableModelError(UsageError, ValueError):
     """The input is not a readable ONNX model (missing, not protobuf, truncated, no graph)."""
 
 
+class MalformedModelError(UnreadableModelError):
+    """The model reads, but onnx's own function inliner or shape inference fails on it (for example a
+    model-local function called with more outputs than it declares)."""
+
+
+def onnx_failure(path: Path | None, stage: str, error: Exception) -> MalformedModelError:
+    """A one-line error for onnx's `stage` failing on the model at `path`, with onnx's own reason."""
+    reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    reason = reason.split(" failed: ", 1)[-1]  # onnx's C++ assertions: "<file>:<line>: ... failed: <reason>"
+    return MalformedModelError(f"{path or '<model>'}: onnx's {stage} failed on this model: {reason}")
+
+
+def inline_local_functions(model: onnx.ModelProto, path: Path | None = None) -> onnx.ModelProto:
+    """The model with its model-local functions inlined by onnx's inliner; MalformedModelError if it fails."""
+    import onnx.inliner
+
+    try:
+        return onnx.inliner.inline_local_functions(model)
+    except Exception as error:  # onnx's C++ inliner raises RuntimeError, its bindings others
+        raise onnx_failure(path, "function inliner", error) from error
+
+
 class NodeNotFoundError(UsageError, KeyError):
     """No node has the requested name; the message lists close names."""
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from where223.enums import TextEnum
 
 if TYPE_CHECKING:
     from where223.graph.loading import ModelLike
 
 
-class OrtVerdict(StrEnum):
+class OrtVerdict(TextEnum):
     """What ONNX Runtime made of a model, from the most specific refusal to the least (declaration order)."""
 
     ACCEPTED = "accepted"  # a session was created: the graph passed every check
@@ -42,9 +43,19 @@ TYPE_BINDING = re.compile(
     r"in node \((?P<node>[^)]*)\)"
 )
 # Other type refusals: ONNX Runtime's graph check ("Type Error: Type 'tensor(complex128)' of input parameter
-# ... is invalid") and the ONNX schema check its shape inference runs ("... has unsupported type: ...").
-_TYPE_REFUSALS = ("Type Error:", "has unsupported type")
-_MISSING_KERNEL = ("NOT_IMPLEMENTED", "Could not find an implementation")
+# ... is invalid") and the ONNX schema checks its shape inference runs ("... has unsupported type: ...",
+# "... has inconsistent type ...", "Element type of inputs are expected to be the same", "... must have same
+# type as input ...").
+_TYPE_REFUSALS = (
+    "Type Error:",
+    "has unsupported type",
+    "has inconsistent type",
+    "Element type of inputs are expected to be the same",
+    "must have same type as input",
+)
+# Types accepted, no kernel here: session creation ("NOT_IMPLEMENTED : Could not find an implementation for
+# MatMul(13) node ...") or kernel lookup at partitioning ("Failed to find kernel for ...").
+_MISSING_KERNELS = (("NOT_IMPLEMENTED", "Could not find an implementation"), ("Failed to find kernel",))
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,7 @@ def judge_message(message: str) -> OrtJudgement:
         return OrtJudgement(verdict, message, binding)
     if any(marker in message for marker in _TYPE_REFUSALS):
         return OrtJudgement(OrtVerdict.TYPE_ERROR, message)
-    if all(marker in message for marker in _MISSING_KERNEL):
+    if any(all(marker in message for marker in markers) for markers in _MISSING_KERNELS):
         return OrtJudgement(OrtVerdict.MISSING_KERNEL, message)
     return OrtJudgement(OrtVerdict.OTHER_ERROR, message)
 

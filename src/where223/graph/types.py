@@ -1,9 +1,10 @@
 """The type of every value in an ONNX model, subgraphs included, without loading weights.
 
-Sources, in order of precedence: graph inputs, initializers (their headers only), Constant nodes, graph
-outputs, declared value_info, then `onnx.shape_inference` (non-strict), then, for values inference left
-untyped, the node's own inference function run alone and finally the schema's type-parameter binding
-(a parameter bound by an input fixes the outputs bound to the same parameter).
+Sources, in order of precedence: graph inputs (a Loop's or Scan's body inputs declared without a type take
+the node's), initializers (their headers only), Constant nodes, graph outputs, declared value_info, then
+`onnx.shape_inference` (non-strict), then, for values inference left untyped, the node's own inference
+function run alone and finally the schema's type-parameter binding (a parameter bound by an input fixes the
+outputs bound to the same parameter).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import functools
 import math
 from collections import ChainMap
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import onnx
 import onnx.shape_inference
@@ -19,7 +22,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onnx.onnx_cpp2py_export import shape_inference as c_shape_inference
 
 from where223.graph.dtypes import elem_type_of, tensor_type, type_string
-from where223.graph.loading import ModelLike, load_model, subgraph_path, subgraphs
+from where223.graph.loading import ModelLike, load_model, onnx_failure, subgraph_path, subgraphs
 from where223.graph.schema import Signature, formal_pairs, op_schema, opset_imports, signature_for
 
 # initializers with at most this many elements keep their data for shape inference; larger ones are
@@ -109,12 +112,15 @@ def _main_graph_types_reader() -> tuple[type, type]:
 class _InferredTypes:
     """onnx's shape inference over a model (non-strict: gaps allowed), read per subgraph path on demand."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, path: Path | None = None) -> None:
         # onnx's own binding, as onnx.shape_inference.infer_shapes calls it, minus the full re-parse; a
         # model whose initializers are all small and inline goes as it is (its other fields do not affect
         # inference)
         source = _inference_copy(model) if _needs_inference_copy(model) else model
-        self._inferred = c_shape_inference.infer_shapes(source.SerializeToString(), False, False, False)
+        try:
+            self._inferred = c_shape_inference.infer_shapes(source.SerializeToString(), False, False, False)
+        except Exception as error:  # non-strict inference still raises on models it cannot walk
+            raise onnx_failure(path, "shape inference", error) from error
         self._subgraphs: dict[str, dict[str, onnx.TypeProto]] | None = None
 
     def types(self, path: str) -> dict[str, onnx.TypeProto]:
@@ -177,13 +183,19 @@ class ModelTypes:
 class _Builder:
     """Walks a model's graphs, filling each scope from the sources in precedence order."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, path: Path | None = None) -> None:
         self.model = model
         self.opsets = opset_imports(model)
-        self.inferred = _InferredTypes(model)
+        self.inferred = _InferredTypes(model, path)
         self.scopes: dict[str, Scope] = {}
 
-    def build(self, graph: onnx.GraphProto, path: str, outer: Scope | None) -> Scope:
+    def build(
+        self,
+        graph: onnx.GraphProto,
+        path: str,
+        outer: Scope | None,
+        implied_inputs: Sequence[onnx.TypeProto | None] = (),
+    ) -> Scope:
         scope = Scope(
             path=path,
             graph=graph,
@@ -201,6 +213,8 @@ class _Builder:
 
         for value in graph.input:
             put(value.name, value.type, "input")
+        for value, proto in zip(graph.input, implied_inputs, strict=False):  # for inputs declared without a type
+            put(value.name, proto, "body_input")
         for init in graph.initializer:
             put(init.name, tensor_type(init.data_type, list(init.dims)), "initializer")
         for sparse in graph.sparse_initializer:
@@ -228,12 +242,25 @@ class _Builder:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
                 path = subgraph_path(scope.path, node, index, attr.name)
-                built[attr.name] = self.build(attr.g, path, scope)
+                built[attr.name] = self.build(attr.g, path, scope, self._body_inputs(node, attr.name, scope))
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for k, sub in enumerate(attr.graphs):
                     name = f"{attr.name}[{k}]"
                     built[name] = self.build(sub, subgraph_path(scope.path, node, index, name), scope)
         return built
+
+    def _body_inputs(self, node: onnx.NodeProto, attribute: str, scope: Scope) -> list[onnx.TypeProto | None]:
+        """The types a Loop's or Scan's body receives from the node's own inputs (a body may leave its inputs'
+        types undeclared); element types only, since a carried value's shape may change between iterations."""
+        if node.domain not in ("", "ai.onnx") or attribute != "body":
+            return []
+        if node.op_type == "Loop":
+            carried = [scope.protos.get(name) if name else None for name in node.input[2:]]
+            counters = [tensor_type(onnx.TensorProto.INT64, []), tensor_type(onnx.TensorProto.BOOL, [])]
+            return [*counters, *map(_unshaped, carried)]
+        if node.op_type == "Scan" and self.opsets.get("", 0) >= 9:  # state variables, then one slice per scan input
+            return [_unshaped(scope.protos.get(name)) if name else None for name in node.input]
+        return []
 
     def _fallback(
         self, node: onnx.NodeProto, scope: Scope, branches: dict[str, Scope]
@@ -263,6 +290,13 @@ class _Builder:
         return _bind_outputs(node, sig, scope)
 
 
+def _unshaped(proto: onnx.TypeProto | None) -> onnx.TypeProto | None:
+    """A tensor type without its shape (other types as they are)."""
+    if proto is not None and proto.HasField("tensor_type"):
+        return tensor_type(proto.tensor_type.elem_type)
+    return proto
+
+
 def _bind_outputs(node: onnx.NodeProto, sig: Signature, scope: Scope) -> dict[str, onnx.TypeProto]:
     """Output types fixed by the schema: an input's binding of the same parameter, or a single type."""
     bound: dict[str, onnx.TypeProto] = {}
@@ -279,9 +313,12 @@ def _bind_outputs(node: onnx.NodeProto, sig: Signature, scope: Scope) -> dict[st
     return result
 
 
-def model_types(source: ModelLike) -> ModelTypes:
-    """The type of every value in every graph of a model, weights never loaded."""
-    model, _ = load_model(source)
-    builder = _Builder(model)
+def model_types(source: ModelLike, path: Path | None = None) -> ModelTypes:
+    """The type of every value in every graph of a model, weights never loaded.
+
+    `path` names an in-memory model in errors; MalformedModelError when onnx's shape inference fails on it.
+    """
+    model, loaded_from = load_model(source)
+    builder = _Builder(model, loaded_from or path)
     builder.build(model.graph, "", None)
     return ModelTypes(scopes=builder.scopes, opsets=builder.opsets)

@@ -236,13 +236,84 @@ def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_N
     return root / EXECUTED / f"{run.name}.ipynb"
 
 
-def export_html(notebook: Path) -> Path:
-    """Write `<notebook>.html` beside an executed notebook, inputs hidden, for reviewers."""
+# nbconvert's lab template without the scripts it loads from public CDNs (require.js, MathJax, mermaid): an
+# export is read offline, and the notebooks show no widgets, formulas or diagrams that would need them.
+OFFLINE_TEMPLATE = "where223-offline.html.j2"
+_OFFLINE_TEMPLATE_TEXT = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+
+
+def _relative_paths(text: str) -> str:
+    """`text` with this checkout's absolute paths written relative to the repository root."""
+    return text.replace(f"{ROOT}{os.sep}", "").replace(str(ROOT), ".")
+
+
+def reviewer_copy(notebook: Any, name: str = "") -> Any:
+    """An executed notebook (nbformat node) as a reviewer reads it, the node itself left untouched.
+
+    Titled by its first `# ` heading (the HTML page's title; `name` when it has none); the parameters the run was
+    given, in a table under that heading; stderr streams (library logs, warnings: they stay in the executed .ipynb)
+    left out; the checkout's absolute paths made relative to the repository.
+    """
+    import copy
+
     import nbformat
+
+    copied = copy.deepcopy(notebook)
+    headings = [
+        line[2:].strip()
+        for cell in copied.cells
+        if cell.cell_type == "markdown"
+        for line in cell.source.splitlines()
+        if line.startswith("# ")
+    ]
+    copied.metadata["title"] = headings[0].replace("`", "") if headings else name
+    given = copied.metadata.get("papermill", {}).get("parameters", {})
+    if given:
+        rows = [f"| `{name}` | `{_relative_paths(str(value))}` |" for name, value in sorted(given.items())]
+        table = nbformat.v4.new_markdown_cell(
+            "\n".join(["Run with (other parameters at the notebook's defaults):", "", "| parameter | value |",
+                       "|---|---|", *rows])
+        )
+        titled = next(
+            (k for k, c in enumerate(copied.cells)
+             if c.cell_type == "markdown" and any(line.startswith("# ") for line in c.source.splitlines())),
+            -1,
+        )
+        copied.cells.insert(titled + 1, table)  # under the title, or first when there is none
+    for cell in copied.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _relative_paths(cell.source)
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                output.text = _relative_paths(output.text)
+            for mime in ("text/plain", "text/html", "text/markdown"):
+                if mime in output.get("data", {}):
+                    output.data[mime] = _relative_paths(output.data[mime])
+    return copied
+
+
+def export_html(notebook: Path) -> Path:
+    """Write `<notebook>.html` beside an executed notebook for reviewers: inputs hidden, a title and the run's
+    parameters at the top, no stderr, relative paths (see `reviewer_copy`), and no request to any host."""
+    import nbformat
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
+    exporter = HTMLExporter(
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        extra_loaders=[DictLoader({OFFLINE_TEMPLATE: _OFFLINE_TEMPLATE_TEXT})],
+        template_file=OFFLINE_TEMPLATE,
+    )
+    body, _ = exporter.from_notebook_node(reviewer_copy(nbformat.read(notebook, as_version=4), notebook.stem))
     return write_atomic(notebook.with_suffix(".html"), body)
 
 

@@ -40,6 +40,7 @@ from where223.study.ranking import (
     NOT_MEASURED,
     ORT_STATUSES,
     TRACING_LEVELS,
+    paired_spread,
     recommend,
     trace_correct,
     tracing_level,
@@ -203,17 +204,22 @@ def _probe_outputs(probe: torch.nn.Module, batch: dict[str, torch.Tensor], setti
     return (out.logits, *out.attentions)
 
 
-def eager_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
-    """Per variant: logits bitwise equal to unpatched 4.25.1 (preset and probe), host-made tensors/forward."""
+def probe_model(seed: int, device: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    """The probe (PROBE_CONFIG, weights from `seed`) in eval mode on `device`, and its batch of 2 x 8 tokens."""
     from transformers import GPT2ForSequenceClassification
 
+    torch.manual_seed(seed)
+    config = models.make_config("tiny", dropout=False)
+    config.update(PROBE_CONFIG)
+    probe = GPT2ForSequenceClassification(config).to(device).eval()
+    return probe, _batch(config.vocab_size, 2, 8, seed, device)
+
+
+def eager_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
+    """Per variant: logits bitwise equal to unpatched 4.25.1 (preset and probe), host-made tensors/forward."""
     model = models.build_model(settings.preset, settings.seed, dropout=False).to(settings.device).eval()
     batch = _batch(model.config.vocab_size, settings.batch_size, settings.seq_len, settings.seed, settings.device)
-    torch.manual_seed(settings.seed)
-    probe_config = models.make_config("tiny", dropout=False)
-    probe_config.update(PROBE_CONFIG)
-    probe = GPT2ForSequenceClassification(probe_config).to(settings.device).eval()
-    probe_batch = _batch(probe_config.vocab_size, 2, 8, settings.seed, settings.device)
+    probe, probe_batch = probe_model(settings.seed, settings.device)
     reference, probe_reference = _logits(model, batch, settings), _probe_outputs(probe, probe_batch, settings)
     results: dict[str, dict[str, Any]] = {}
     for name in settings.variants:
@@ -243,11 +249,14 @@ def ort_record(onnx_path: str | Path) -> dict[str, Any]:
 
 
 def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str, Any]:
-    """Export the tiny model with variant `name`; judge the graph: lint, ONNX Runtime, divergence, Casts."""
-    from where223.gpt2.divergence import divergence_report
+    """Export the tiny model with variant `name`; judge the graph: lint, ONNX Runtime, divergence, Casts; and
+    measure its reduced-precision logits against eager autocast's (`onnx_numerics`: emulated bf16 on a CPU, see
+    `where223.study.numerics`; device-bound, so never merged from another run's record)."""
     from where223.gpt2.export import export_onnx
     from where223.gpt2.releases import cast_count
     from where223.graph.lint import lint_model
+    from where223.study.divergence import divergence_report
+    from where223.study.numerics import numerics_record
 
     model = models.build_model("tiny", settings.seed, dropout=False)
     batch = _batch(model.config.vocab_size, 2, 8, settings.seed, "cpu")
@@ -256,6 +265,7 @@ def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str
         model.train()
         export_onnx(model, batch, out, 17, settings.device, settings.amp_dtype)
         divergence = divergence_report(model, batch, out, settings.device, settings.amp_dtype)
+        eager = _logits(model.eval(), {key: value.to(settings.device) for key, value in batch.items()}, settings)
     lint = lint_model(out)
     first = divergence.first
     return {
@@ -277,7 +287,23 @@ def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str
             "code": first.code,
         },
         "attention_casts": cast_count(out),
+        "onnx_numerics": numerics_record(out, batch, eager, settings.device, settings.amp_dtype),
+        "onnx_numerics_probe": probe_numerics(name, settings, out.with_name(f"{out.stem}-probe.onnx")),
     }
+
+
+def probe_numerics(name: str, settings: StudySettings, out: Path) -> dict[str, Any]:
+    """The probe exported with variant `name`, its reduced-precision logits against eager autocast's: unlike
+    the tiny model's head size 16, the probe's sqrt(20) is inexact in bf16/fp16, so a Div left in float32
+    (a dtype divergence) changes the numbers here if anywhere."""
+    from where223.gpt2.export import export_onnx
+    from where223.study.numerics import numerics_record
+
+    probe, batch = probe_model(settings.seed, "cpu")
+    with variants.patched_attention(name):
+        export_onnx(probe, batch, out, 17, settings.device, settings.amp_dtype)
+        eager = _logits(probe.eval(), {key: value.to(settings.device) for key, value in batch.items()}, settings)
+    return numerics_record(out, batch, eager, settings.device, settings.amp_dtype)
 
 
 def _synchronize(device: str) -> None:
@@ -359,7 +385,8 @@ def training_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
 
     `step_time_ratio` is the ratio of the medians; `paired_ratio` the median over rounds of the variant's
     time over the baseline's in the same round, which a machine whose load changes mid-run (shared CPUs)
-    does not move.
+    does not move; `paired_ratio_spread` half the interquartile range of those same-round ratios (ranking
+    treats differences inside it as ties).
     """
     setup = _training_setup(settings)
     times = step_times(settings, setup)
@@ -368,13 +395,13 @@ def training_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     for name in settings.variants:
         median = statistics.median(times[name])
+        paired = [ours / theirs for ours, theirs in zip(times[name], times[BASELINE], strict=True)]
         cuda = counts.get(name, {})
         results[name] = {
             "step_time_median_s": median,
             "step_time_ratio": median / base,
-            "paired_ratio": statistics.median(
-                ours / theirs for ours, theirs in zip(times[name], times[BASELINE], strict=True)
-            ),
+            "paired_ratio": statistics.median(paired),
+            "paired_ratio_spread": paired_spread(paired),
             "step_times_s": times[name],
             "syncs_per_step": cuda.get("stream_synchronize", NOT_MEASURED),
             "memcpy_calls_per_step": cuda.get("memcpy_calls", NOT_MEASURED),
@@ -394,6 +421,36 @@ EXPORT_FIELDS: tuple[str, ...] = (
     "first_divergence",
     "attention_casts",
 )
+
+
+def merge_export_columns(
+    rows: dict[str, dict[str, Any]], earlier: dict[str, Any], settings: StudySettings
+) -> dict[str, Any]:
+    """Copy the export columns of `earlier` (another run's record) into `rows`, if they can stand for this run's.
+
+    Refused (nothing merged) when `earlier` exported under another autocast precision: its graphs are not the
+    ones this run would export. Merged but marked `borrowed` when its torch differs: the verdicts are that
+    torch exporter's. Returns the `export_from` entry of the record, which says which of the three happened.
+    """
+    torch_here = environment.package_versions(("torch",))["torch"]
+    torch_there = earlier["environment"]["packages"].get("torch")
+    precision_there = earlier["settings"]["amp_dtype"]
+    export_from: dict[str, Any] = {"environment": earlier["environment"], "amp_dtype": precision_there}
+    if precision_there != settings.amp_dtype:
+        export_from["refused"] = (
+            f"exported under {precision_there} autocast, this run uses {settings.amp_dtype}: its verdicts are "
+            "not this run's graphs; export here (export=True) to fill the columns"
+        )
+        return export_from
+    for name in settings.variants:
+        source = earlier["variants"].get(name, {})
+        rows[name].update({key: source[key] for key in EXPORT_FIELDS if key in source})
+    if torch_there != torch_here:
+        export_from["borrowed"] = (
+            f"export columns ({', '.join(EXPORT_FIELDS)}) measured with torch {torch_there}; this run has "
+            f"torch {torch_here}"
+        )
+    return export_from
 
 
 def run_study(
@@ -416,11 +473,8 @@ def run_study(
             progress(f"export {name}")
             rows[name].update(export_checks(name, settings, out.parent / "onnx"))
     elif export_record is not None:
-        earlier = records.read_json(export_record)
-        export_from = {"path": paths.portable(str(export_record)), "environment": earlier["environment"]}
-        for name in settings.variants:
-            source = earlier["variants"].get(name, {})
-            rows[name].update({key: source[key] for key in EXPORT_FIELDS if key in source})
+        export_from = merge_export_columns(rows, records.read_json(export_record), settings)
+        export_from["path"] = paths.portable(str(export_record))
     progress(f"training steps: {settings.warmup} warm-up + {settings.steps} timed rounds")
     for name, row in training_checks(settings).items():
         rows[name].update(row)
@@ -445,6 +499,9 @@ def run_study(
         "variants": rows,
         "recommendation": recommend(rows, settings.preset, head_size(settings.preset)),
     }
+    for caveat in ("refused", "borrowed"):
+        if export_from and caveat in export_from:
+            record["recommendation"]["reasons"].append(f"export columns {caveat}: {export_from[caveat]}")
     record = records.portable(record)
     records.write_json(out, record)
     record["path"] = str(out)

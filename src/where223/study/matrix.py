@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ from typing import Any
 from where223.graph.ort import OrtVerdict
 from where223.pipeline import environment, paths, records
 from where223.pipeline import installer as installers
-from where223.study.matrix_analysis import cell_label, version_key
+from where223.pipeline.worker import run_worker
+from where223.study.matrix_analysis import cell_label, update_notes, version_key
 from where223.study.matrix_cell import CellState
 
 TRANSFORMERS_VERSIONS: tuple[str, ...] = (
@@ -40,8 +40,12 @@ TRANSFORMERS_VERSIONS: tuple[str, ...] = (
     "4.30.2",  # newest 4.30.x
 )
 # 2.14.1 is the newest release the machine's pip cap (/etc/xdg/pip/constraints.txt: torch<=2.14.1) allows.
-TORCH_VERSIONS: tuple[str, ...] = ("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.14.1")
+# 1.12.1 is the last torch whose exporter numbers nodes (`Where_144`) as the seed's message does (`Where_223`).
+TORCH_VERSIONS: tuple[str, ...] = ("1.12.1", "1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.14.1")
 EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
+# The machine's interpreter of a torch version's environment, where it is not the one running the driver:
+# torch 1.12.1 has no wheel for Python 3.11. Found on PATH or among pyenv's versions, never downloaded.
+PYTHON_FOR_TORCH: dict[str, str] = {"1.12.1": "python3.10"}
 # A cell's outcome: ONNX Runtime's verdict, or why it gave none.
 OUTCOMES: tuple[str, ...] = (*OrtVerdict, *CellState)
 # Outcomes that count as done: a resumed run skips them. `not_run` cells are retried.
@@ -137,6 +141,27 @@ def _run_logged(cmd: Sequence[str], log: Path, env: dict[str, str] | None = None
         return subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False).returncode
 
 
+def base_python(torch_version: str) -> Path | None:
+    """The machine's interpreter for one torch version's environment (PYTHON_FOR_TORCH, else this one), or None.
+
+    A name is looked up on PATH, then among pyenv's installed versions; the first candidate that runs wins
+    (a pyenv shim of a version that is not selected does not run).
+    """
+    name = PYTHON_FOR_TORCH.get(torch_version)
+    if name is None:
+        return Path(sys.executable)
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates = [found for found in [shutil.which(name)] if found] + sorted(
+        str(p) for p in pyenv_root.glob(f"versions/*/bin/{name}")
+    )
+    for candidate in candidates:
+        probe = [candidate, "-c", "import sys; sys.stdout.write(sys.executable)"]
+        result = subprocess.run(probe, capture_output=True, text=True, check=False)
+        if result.returncode == 0 and result.stdout.strip():
+            return Path(result.stdout.strip())
+    return None
+
+
 def ensure_env(torch_version: str, envs: Path = ENVS) -> EnvResult:
     """Create (once) the venv of one torch version under `envs`; its marker file records what was installed.
 
@@ -156,9 +181,13 @@ def ensure_env(torch_version: str, envs: Path = ENVS) -> EnvResult:
     log = envs.parent / "logs" / f"env-torch-{torch_version}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
+    interpreter = base_python(torch_version)
+    if interpreter is None:
+        reason = f"torch {torch_version} needs {PYTHON_FOR_TORCH[torch_version]}, which this machine does not have"
+        return EnvResult(None, reason)
     installer = installers.choose()
     install_env = installer.environment({"PIP_CACHE_DIR": str(PIP_CACHE)})
-    rc = _run_logged(installer.create(sys.executable, root), log, install_env)
+    rc = _run_logged(installer.create(interpreter, root), log, install_env)
     packages = env_packages(torch_version)
     if rc == 0:
         rc = _run_logged(installer.install(python, "-q", *packages), log, install_env)
@@ -248,15 +277,6 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _last_stage(stderr: str) -> str:
-    """The last `WHERE223_STAGE <name>` marker a cell printed before it died."""
-    stage = "start"
-    for line in stderr.splitlines():
-        if line.startswith("WHERE223_STAGE "):
-            stage = line.split(maxsplit=1)[1].strip()
-    return stage
-
-
 def run_cell(
     python: Path,
     side: Path,
@@ -290,29 +310,18 @@ def run_cell(
         "--torch", torch_version, "--transformers", transformers_version,
         "--exporter", exporter, "--onnx", str(onnx_path), "--out", str(written),
     ]  # fmt: skip
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as exc:
-        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+    result = run_worker(cmd, written, timeout_s, env=env, cwd=work)
+    if result.timed_out:
         record = placeholder(torch_version, transformers_version, exporter, OrtVerdict.OTHER_ERROR, "timeout")
-        record["error"] = {
-            "stage": _last_stage(stderr),
-            "type": "Timeout",
-            "message": f"cell did not finish within {timeout_s:.0f} s",
-        }
+        record["error"] = {**(result.error or {}), "message": f"cell did not finish within {timeout_s:.0f} s"}
         records.write_json(out, record)
         return record
-    if written.is_file():
-        record = records.read_json(written)
+    if result.record is not None:
+        record = result.record
     else:
         record = placeholder(torch_version, transformers_version, exporter, OrtVerdict.OTHER_ERROR, "cell process died")
-        record["error"] = {
-            "stage": _last_stage(proc.stderr),
-            "type": "ProcessExit",
-            "message": f"exit status {proc.returncode}; stderr tail:\n{_tail(proc.stderr, 20)}",
-        }
-    record["wall_s"] = round(time.monotonic() - start, 1)
+        record["error"] = result.error
+    record["wall_s"] = result.wall_s
     records.write_json(out, record)
     return record
 
@@ -323,7 +332,8 @@ def load_cells(out_dir: Path = MATRIX_OUT) -> list[dict[str, Any]]:
 
 
 def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
-    """Build and write `matrix.json` from the cell records (axes, counts, per-env versions, cells)."""
+    """Build and write `matrix.json` from the cell records (axes, counts, per-env versions, cells); refresh the
+    figures of `NOTES.md` beside it (`matrix_analysis.update_notes`)."""
     cells = load_cells(out_dir)
     envs: dict[str, dict[str, Any]] = {}
     for cell in cells:
@@ -346,6 +356,9 @@ def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
         "cells": cells,
     }
     records.write_json(out_dir / "matrix.json", matrix)
+    notes = out_dir / "NOTES.md"
+    if notes.is_file():  # its figures follow the cells
+        records.write_atomic(notes, update_notes(notes.read_text(), matrix))
     return matrix
 
 

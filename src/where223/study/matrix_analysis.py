@@ -6,9 +6,12 @@ report states its findings with the same words the heatmap (`where223.study.matr
 
 from __future__ import annotations
 
+import json
 import re
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from where223.graph.ort import OrtVerdict
@@ -198,3 +201,231 @@ def replacements(matrix: dict[str, Any]) -> list[str]:
             labels = "; ".join(sorted(instead[tv]))
             lines.append(f"[{exporter}] torch {tv}, transformers {failing} (Where error on other torch): {labels}.")
     return lines
+
+
+# outputs/matrix/NOTES.md: the prose is written by hand, the figures between these markers come from the cells.
+NOTES_BEGIN = "<!-- begin: generated from matrix.json by where223.study.matrix_analysis.notes_section -->"
+NOTES_END = "<!-- end: generated -->"
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:home|root|tmp|work|usr|opt|Users|var)/")
+
+
+def _label_table(matrix: dict[str, Any], exporter: str) -> list[str]:
+    """One markdown table of cell labels (transformers rows x torch columns); rows alike are merged."""
+    torch_axis, tf_axis = matrix["axes"]["torch"], matrix["axes"]["transformers"]
+    cells = grid(matrix, exporter)
+    rows: list[tuple[list[str], list[str]]] = []
+    for tf in tf_axis:
+        labels = [
+            cell_label(cells[(tf, tv)], width=40).replace("\n", " ") if (tf, tv) in cells else "—" for tv in torch_axis
+        ]
+        labels = [f"**{label}**" if label.startswith("Where") else label for label in labels]
+        if rows and rows[-1][1] == labels:
+            rows[-1][0].append(tf)
+        else:
+            rows.append(([tf], labels))
+    lines = ["| transformers \\ torch | " + " | ".join(torch_axis) + " |", "|---" * (len(torch_axis) + 1) + "|"]
+    for versions, labels in rows:
+        name = versions[0] if len(versions) == 1 else f"{versions[0]} … {versions[-1]} ({len(versions)} alike)"
+        lines.append(f"| {name} | " + " | ".join(labels) + " |")
+    return lines
+
+
+def _lint_lines(matrix: dict[str, Any]) -> list[str]:
+    """Per exporter and torch version: nodes the lint checked, functions it inlined, what it flagged."""
+    lines = []
+    for exporter in matrix["axes"]["exporter"]:
+        for tv in matrix["axes"]["torch"]:
+            reports = [
+                c["lint"]["report"]
+                for c in matrix["cells"]
+                if c["exporter"] == exporter and c["torch_requested"] == tv and c.get("lint", {}).get("report")
+            ]
+            if not reports:
+                continue
+            checked = sorted(r["nodes_checked"] for r in reports)
+            inlined = sorted({r.get("inlined_functions", 0) for r in reports})
+            flagged = sorted({v["op_type"] for r in reports for v in r["violations"]})
+            unchecked = sum(bool(r["unchecked"]) for r in reports)
+            span = str(checked[0]) if checked[0] == checked[-1] else f"{checked[0]}–{checked[-1]}"
+            lines.append(
+                f"- {exporter}, torch {tv}: lint checked {span} nodes per graph ({len(reports)} graphs with a "
+                f"lint report; model-local functions inlined: {', '.join(map(str, inlined))}), "
+                f"{unchecked} graph(s) with unchecked nodes; flagged: {', '.join(flagged) or 'nothing'}."
+            )
+    return lines
+
+
+def notes_section(matrix: dict[str, Any]) -> str:
+    """The quantitative part of outputs/matrix/NOTES.md, computed from the cells (between NOTES_BEGIN/END)."""
+    cells = matrix["cells"]
+    counts = dict(matrix["counts"])
+    outcomes = [*OrtVerdict, *CellState]
+    summary = ", ".join(f"{counts.get(str(o), 0)} {o}" for o in outcomes if counts.get(str(o)) or o in OrtVerdict)
+    walls = sorted(c["wall_s"] for c in cells if c.get("wall_s") is not None)
+    slowest = max((c for c in cells if c.get("wall_s") is not None), key=lambda c: c["wall_s"])
+    absolute = sum(bool(_ABSOLUTE_PATH.search(json_text(c))) for c in cells)
+    lines = [NOTES_BEGIN, "", f"### Results ({len(cells)} cells: {summary})", ""]
+    for exporter in matrix["axes"]["exporter"]:
+        lines += [f"{exporter}:", "", *_label_table(matrix, exporter), ""]
+    lines += ["### Lint in each cell", "", *_lint_lines(matrix), ""]
+    lines += ["### Node names", "", *[f"- {line}" for line in node_naming(matrix)], ""]
+    lines += [
+        "### Timing and paths",
+        "",
+        f"- Cell wall time (subprocess, import to run): median {statistics.median(walls):.1f} s, slowest "
+        f"{walls[-1]:.1f} s ({slowest['cell']}), {sum(walls) / 60:.1f} min for all {len(walls)} cells.",
+        f"- Cell records holding an absolute path of the recording machine: {absolute}.",
+        "",
+        "### Environments (versions each cell imported)",
+        "",
+    ]
+    packages = sorted({name for env in matrix["cell_environments"].values() for name in env if name != "torch"})
+    lines += ["| torch | " + " | ".join(packages) + " |", "|---" * (len(packages) + 1) + "|"]
+    for tv in matrix["axes"]["torch"]:
+        env = matrix["cell_environments"].get(tv, {})
+        lines.append(f"| {tv} | " + " | ".join(str(env.get(name) or "none") for name in packages) + " |")
+    return "\n".join([*lines, "", NOTES_END])
+
+
+def json_text(record: dict[str, Any]) -> str:
+    """A record as one string, to search."""
+    return json.dumps(record, sort_keys=True)
+
+
+def update_notes(notes: str, matrix: dict[str, Any]) -> str:
+    """`notes` (NOTES.md's text) with its generated section replaced by `notes_section(matrix)`."""
+    start, end = notes.find(NOTES_BEGIN), notes.find(NOTES_END)
+    if start < 0 or end < start:
+        raise ValueError(f"the notes have no generated section ({NOTES_BEGIN} ... {NOTES_END})")
+    return notes[:start] + notes_section(matrix) + notes[end + len(NOTES_END) :]
+
+
+# ONNX node names: a scope path (`/model/transformer/h.0/attn/Where`) or an op type and a running number
+# (`Where_127`, `node_Gemm_216`). ONNX Runtime's messages quote them as `node (NAME)` or `with name 'NAME'`.
+NUMBERED_NAME = re.compile(r"^(?:node_)?(?P<op>[A-Z][A-Za-z]*)_(?P<number>\d+)$")
+QUOTED_NODE = re.compile(r"in node \((?P<paren>[^()]+)\)|with name '(?P<quoted>[^']+)'")
+PLAIN = "torchscript, plain export"  # the cells' second export: torch.onnx.export's defaults (`plain_export`)
+SEED_NODE = "Where_223"  # the node the seed's ONNX Runtime message names (GPT-2 trained under ORTModule)
+
+
+def _named_nodes(cell: dict[str, Any]) -> list[tuple[str, str]]:
+    """(export, node name) for every node a cell names: its graph's Where nodes, ONNX Runtime's messages, and
+    the same for its plain export."""
+    names = [(cell["exporter"], name) for name in cell.get("graph", {}).get("where_node_names", [])]
+    for match in QUOTED_NODE.finditer(cell.get("error", {}).get("message", "")):
+        names.append((cell["exporter"], match["paren"] or match["quoted"]))
+    plain = cell.get("plain_export", {})
+    names += [(PLAIN, name) for name in plain.get("where_node_names", [])]
+    if plain.get("type_binding"):
+        names.append((PLAIN, plain["type_binding"]["node"]))
+    return list(dict.fromkeys(names))
+
+
+def _torch_span(versions: set[str]) -> str:
+    ordered = sorted(versions, key=version_key)
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}–{ordered[-1]}"
+
+
+def node_naming(matrix: dict[str, Any]) -> list[str]:
+    """Which exporters number their nodes (op type + running number) and which name them by module scope, and
+    what the numbers of the Where nodes were, from the node names the cells recorded."""
+    numbered: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    scoped: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    where_numbers: dict[tuple[str, str, Any, str], list[str]] = defaultdict(list)
+    refused_at: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for cell in matrix["cells"]:
+        torch_version = cell["torch_requested"]
+        for export, name in _named_nodes(cell):
+            if name.startswith("/"):
+                scoped[export][torch_version].add(name)
+            elif NUMBERED_NAME.match(name):
+                numbered[export][torch_version].add(name)
+        plain = cell.get("plain_export", {})
+        for export, opset, graph_names in (
+            (cell["exporter"], cell.get("graph", {}).get("opset"), cell.get("graph", {}).get("where_node_names", [])),
+            (PLAIN, plain.get("opset_requested"), plain.get("where_node_names", [])),
+        ):
+            if graph_names and all(NUMBERED_NAME.match(n) for n in graph_names):
+                key = (export, torch_version, opset, ", ".join(graph_names))
+                where_numbers[key].append(cell["transformers_requested"])
+        for export, binding in ((cell["exporter"], cell.get("where_error")), (PLAIN, plain.get("type_binding"))):
+            if binding and binding.get("op_type") == "Where" and NUMBERED_NAME.match(binding["node"]):
+                refused_at[(export, torch_version)].add(binding["node"])
+    lines = []
+    for kind, found, how in (
+        ("numbered", numbered, "op type and a running number"),
+        ("scoped", scoped, "the module scope of the op"),
+    ):
+        if not found:
+            continue
+        parts = []
+        for export, by_torch in sorted(found.items()):
+            examples = sorted({n for names in by_torch.values() for n in names}, key=_name_order)[:4]
+            parts.append(f"{export} with torch {', '.join(sorted(by_torch, key=version_key))} ({', '.join(examples)})")
+        lines.append(f"Node names {kind} ({how}): " + "; ".join(parts) + ".")
+    tf_axis = matrix["axes"]["transformers"]
+    def order(item: tuple[tuple[str, str, Any, str], list[str]]) -> tuple[Any, ...]:
+        (export, torch_version, _, _), versions = item
+        return version_key(torch_version), export, min(version_key(v) for v in versions)
+
+    for (export, torch_version, opset, names), versions in sorted(where_numbers.items(), key=order):
+        lines.append(
+            f"Where nodes of the {export} graph (opset {opset}), torch {torch_version}, transformers "
+            f"{_ranges(versions, tf_axis)}: {names}."
+        )
+    for (export, torch_version), nodes in sorted(refused_at.items()):
+        lines.append(f"ONNX Runtime refuses the {export} graph of torch {torch_version} at {', '.join(sorted(nodes))}.")
+    lines.extend(_number_dependence(where_numbers, numbered))
+    return lines
+
+
+def _numbers(names: str) -> list[int]:
+    return [int(m["number"]) for m in map(NUMBERED_NAME.match, names.split(", ")) if m]
+
+
+def _number_dependence(
+    where_numbers: dict[tuple[str, str, Any, str], list[str]], numbered: dict[str, dict[str, set[str]]]
+) -> list[str]:
+    """What the recorded Where numbers vary with: the position along one graph, the export call, the model code."""
+    lines = []
+    steps: dict[str, set[int]] = defaultdict(set)
+    for export, _, _, names in where_numbers:
+        steps[export] |= {b - a for a, b in pairwise(_numbers(names))}
+    if any(steps.values()):
+        lines.append(
+            "Within one numbered graph the Where numbers grow along the export: from the first GPT-2 block's Where "
+            "to the next block's the number rises by "
+            + "; ".join(f"{', '.join(map(str, sorted(found)))} ({export})" for export, found in sorted(steps.items()))
+            + "."
+        )
+    firsts: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for export, torch_version, _, names in where_numbers:
+        firsts[(torch_version, export)].add(names.split(", ")[0])
+    by_torch: dict[str, list[str]] = defaultdict(list)
+    distinct: dict[str, set[str]] = defaultdict(set)
+    for (torch_version, export), names in sorted(firsts.items()):
+        by_torch[torch_version].append(f"{', '.join(sorted(names, key=_name_order))} ({export})")
+        distinct[torch_version] |= names
+    for torch_version, parts in by_torch.items():
+        if len(distinct[torch_version]) > 1:
+            lines.append(
+                f"The same first Where node of the tiny model gets different numbers with torch {torch_version}, "
+                f"by export call and transformers version: {'; '.join(parts)}."
+            )
+    if numbered:
+        seen = any(SEED_NODE in names for by_torch_names in numbered.values() for names in by_torch_names.values())
+        lines.append(
+            f"The seed's {SEED_NODE} is a numbered name, the scheme of the exporters above that number nodes; "
+            + (
+                f"a cell records {SEED_NODE} too."
+                if seen
+                else "no cell records that number: it belongs to the seed's own export (its model, export call "
+                "and torch), which no cell repeats."
+            )
+        )
+    return lines
+
+
+def _name_order(name: str) -> tuple[str, int]:
+    match = NUMBERED_NAME.match(name)
+    return (match["op"], int(match["number"])) if match else (name, 0)

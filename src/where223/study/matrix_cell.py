@@ -7,9 +7,10 @@ Runtime's verdict (`where223.graph.ort.OrtVerdict`) or `not_applicable`.
 
 Imports only the stdlib, torch, transformers, onnx, onnxruntime, `where223.pipeline`, `where223.graph.ort`
 (standard library only) and (lazily, optional) `where223.graph.lint`, so it runs in any of the matrix
-environments. That is why it is a worker entry point (`python -m`), not a `where223` command: the driver
-(`where223 matrix`) runs it with each torch environment's own interpreter, one subprocess per cell, where
-only this module's imports are installed.
+environments, Python 3.10's among them (torch 1.12.1; hence `where223.enums.TextEnum`, not 3.11's StrEnum).
+That is why it is a worker entry point (`python -m`), not a `where223`
+command: the driver (`where223 matrix`) runs it with each torch environment's own interpreter, one subprocess
+per cell, where only this module's imports are installed.
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from where223.graph.ort import OrtJudgement, OrtVerdict, TypeBinding, judge_message, load_session
+from where223.enums import TextEnum
+from where223.graph.ort import OrtJudgement, OrtVerdict, TypeBinding, judge, judge_message, load_session
 from where223.pipeline import records
 from where223.pipeline.environment import package_versions
 
 MESSAGE_LIMIT = 20_000
-OPSET = 17
+OPSET = 17  # the TorchScript exporter's opset, as notebook 01's export; lower where a torch cannot export it
+OPSET_FOR_TORCH: dict[str, int] = {"1.12.1": 16}  # torch 1.12's exporter stops at opset 16
 PACKAGES = (
     "torch",
     "transformers",
@@ -54,7 +56,7 @@ TINY_CONFIG: dict[str, int] = {
 }
 
 
-class CellState(StrEnum):
+class CellState(TextEnum):
     """Outcomes of a cell that are not ONNX Runtime's verdict: it gave none."""
 
     NOT_APPLICABLE = "not_applicable"  # the stack cannot be installed, imported or exported with
@@ -150,6 +152,7 @@ def graph_facts(path: Path) -> dict[str, Any]:
         "producer": f"{model.producer_name} {model.producer_version}".strip(),
         "nodes": len(ops),
         "where_nodes": ops.count("Where"),
+        "where_node_names": [n.name for n in model.graph.node if n.op_type == "Where"],
         "functions": len(model.functions),
         "function_nodes": len(function_ops),
         "where_nodes_in_functions": function_ops.count("Where"),
@@ -211,10 +214,16 @@ def _tiny_model(torch: Any, transformers: Any) -> Any:
     return model
 
 
+def export_opset(torch_version: str) -> int:
+    """The opset the TorchScript exporter is asked for with this torch (`torch_version` as requested)."""
+    return OPSET_FOR_TORCH.get(torch_version, OPSET)
+
+
 def _torchscript_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
+    opset = export_opset(torch.__version__.split("+")[0])
     kwargs: dict[str, Any] = {
         "training": torch.onnx.TrainingMode.TRAINING,
-        "opset_version": OPSET,
+        "opset_version": opset,
         "do_constant_folding": False,
         "input_names": ["input_ids"],
         "output_names": ["logits"],
@@ -224,7 +233,7 @@ def _torchscript_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[st
     with torch.autocast("cpu", dtype=torch.bfloat16):
         torch.onnx.export(model, (ids,), str(path), **kwargs)
     api = "torch.onnx.export(dynamo=False)" if "dynamo" in kwargs else "torch.onnx.export"
-    return {"api": api, "training": "TrainingMode.TRAINING", "opset_requested": OPSET}
+    return {"api": api, "training": "TrainingMode.TRAINING", "opset_requested": opset}
 
 
 def _dynamo_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
@@ -243,6 +252,35 @@ def _dynamo_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, An
             "(torch.onnx.dynamo_export arrived in torch 2.1)"
         )
     return {"api": api, "training": "model.train() (the dynamo exporters take no training flag)"}
+
+
+def plain_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
+    """The TorchScript exporter with its defaults (eval mode, constant folding) at the cell's opset, under the
+    same autocast, as a user's first `torch.onnx.export` call: the names of its Where nodes and ONNX Runtime's
+    verdict. The names show how this exporter names nodes outside the training-mode export."""
+    opset = export_opset(torch.__version__.split("+")[0])
+    kwargs: dict[str, Any] = {"opset_version": opset}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                torch.onnx.export(model, (ids,), str(path), **kwargs)
+        judgement = judge(path)
+    except Exception as exc:  # noqa: BLE001 - recorded; the cell's own outcome stands
+        return {"opset_requested": opset, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    facts = graph_facts(path)
+    result: dict[str, Any] = {
+        "api": "torch.onnx.export (defaults: eval mode, constant folding)",
+        "opset_requested": opset,
+        "nodes": facts.get("nodes"),
+        "where_node_names": facts.get("where_node_names", []),
+        "outcome": judgement.verdict,
+    }
+    if judgement.type_binding is not None:
+        result["type_binding"] = binding_record(judgement.type_binding, judgement.message or "")
+    return result
 
 
 EXPORTS: dict[str, Callable[[Any, Any, Any, Path], dict[str, Any]]] = {
@@ -319,6 +357,9 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
         # the whole lint report where the graph failed otherwise than with the Where error
         full = record["outcome"] in (OrtVerdict.TYPE_ERROR, OrtVerdict.MISSING_KERNEL, OrtVerdict.OTHER_ERROR)
         record["lint"] = timed("lint", lambda: lint_report(onnx_path, full))
+    if exporter == "torchscript" and record["outcome"] != CellState.NOT_APPLICABLE:
+        plain = onnx_path.with_name("plain.onnx")
+        record["plain_export"] = timed("plain_export", lambda: plain_export(torch, model, ids, plain))
     return record
 
 

@@ -7,6 +7,7 @@ by hand.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ OUTCOME_COLOURS: dict[str, str] = {
 SHADED_OUTCOMES: tuple[str, ...] = (OrtVerdict.TYPE_ERROR, OrtVerdict.MISSING_KERNEL, OrtVerdict.OTHER_ERROR)
 ERROR_SHADES: tuple[str, ...] = ("#ff9f40", "#fdd0a2", "#c8a600", "#fdae6b", "#8c510a", "#feedde")
 DARK_SHADES = frozenset({"#8c510a", "#e41a1c"})
+CELL_CHARS = 17  # the widest line of a cell's label that fits its cell at LABEL_SIZE
 
 
 def _shade_key(cell: dict[str, Any]) -> str:
@@ -57,10 +59,13 @@ def draw(matrix: dict[str, Any], out_stem: Path) -> list[Path]:
     torch_axis: Sequence[str] = matrix["axes"]["torch"]
     tf_axis: Sequence[str] = matrix["axes"]["transformers"]
     exporters: Sequence[str] = matrix["axes"]["exporter"]
-    fig = new_figure(figsize=(1.25 * len(torch_axis) * len(exporters) + 1.5, 0.62 * len(tf_axis) + 2.2))
-    axes = fig.subplots(1, len(exporters), squeeze=False)
+    # panels stacked, not side by side: side by side the cell labels would shrink below legibility at page width
     legend = colours(matrix)
-    for ax, exporter in zip(axes[0], exporters, strict=True):
+    legend_rows = -(-len(legend) // 2)
+    panel_height = 0.5 * len(tf_axis) + 0.9
+    fig = new_figure(figsize=(1.15 * len(torch_axis) + 1.6, panel_height * len(exporters) + 0.25 * legend_rows + 0.6))
+    axes = fig.subplots(len(exporters), 1, squeeze=False)
+    for ax, exporter in zip(axes[:, 0], exporters, strict=True):
         cells = grid(matrix, exporter)
         for row, tf in enumerate(tf_axis):
             for col, tv in enumerate(torch_axis):
@@ -68,19 +73,20 @@ def draw(matrix: dict[str, Any], out_stem: Path) -> list[Path]:
                 colour = cell_colour(cell, legend)
                 ax.add_patch(Rectangle((col, row), 1, 1, facecolor=colour, edgecolor="#555555", lw=0.6))
                 text_colour = "white" if colour in DARK_SHADES else "black"
-                label = cell_label(cell)
+                label = "\n".join(textwrap.fill(line, CELL_CHARS) for line in cell_label(cell).splitlines())
                 ax.text(col + 0.5, row + 0.5, label, ha="center", va="center", fontsize=LABEL_SIZE, color=text_colour)
         ax.set_xlim(0, len(torch_axis))
         ax.set_ylim(len(tf_axis), 0)
         ax.set_xticks([i + 0.5 for i in range(len(torch_axis))], list(torch_axis), fontsize=TEXT_SIZE)
         ax.set_yticks([i + 0.5 for i in range(len(tf_axis))], list(tf_axis), fontsize=TEXT_SIZE)
-        ax.set_xlabel("torch")
-        ax.set_ylabel("transformers")
+        ax.set_xlabel("torch", fontsize=TEXT_SIZE)
+        ax.set_ylabel("transformers", fontsize=TEXT_SIZE)
         ax.set_title(f"exporter: {exporter}", fontsize=HEADING_SIZE)
         ax.tick_params(length=0)
     handles = [Patch(facecolor=c, edgecolor="#555555", label=label) for label, c in legend.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3), fontsize=TEXT_SIZE, frameon=False)
-    title = "Tiny GPT-2 exported under CPU bf16 autocast, loaded and run by onnxruntime (CPU)"
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 2), fontsize=TEXT_SIZE, frameon=False)
+    title = "Tiny GPT-2 exported under CPU bf16 autocast,\nloaded and run by onnxruntime (CPU)"
     fig.suptitle(title, fontsize=HEADING_SIZE)
-    fig.tight_layout(rect=(0, 0.04 * (1 + len(handles) // 3), 1, 0.96))
+    height = fig.get_figheight()
+    fig.tight_layout(rect=(0, (0.25 * legend_rows + 0.1) / height, 1, 1 - 0.45 / height))
     return save_figure(fig, out_stem)

@@ -7,6 +7,8 @@ JSON record, import no torch.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from where223.graph.ort import OrtVerdict
@@ -59,13 +61,43 @@ def sync_cost(row: dict[str, Any]) -> float:
     return float(row["host_tensors_per_forward"])
 
 
+def paired_spread(ratios: Sequence[float]) -> float:
+    """The run-to-run spread of a variant's step time: half the interquartile range of its same-round ratios."""
+    if len(ratios) < 2:
+        return 0.0
+    first, _, third = statistics.quantiles(ratios, n=4, method="inclusive")
+    return (third - first) / 2
+
+
+def timing_tie(row: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Two paired step-time ratios closer than the larger of their spreads: a tie, not a difference."""
+    spread = max(row.get("paired_ratio_spread", 0.0), other.get("paired_ratio_spread", 0.0))
+    return abs(row["paired_ratio"] - other["paired_ratio"]) <= spread
+
+
+def _by_measurable_speed(group: list[str], rows: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """`group` (study order) in clusters: each holds the fastest left and whatever ties with it on time."""
+    clusters, left = [], list(group)
+    while left:
+        fastest = rows[min(left, key=lambda name: rows[name]["paired_ratio"])]
+        cluster = [name for name in left if timing_tie(rows[name], fastest)]
+        clusters.append(cluster)
+        left = [name for name in left if name not in cluster]
+    return clusters
+
+
+def _timing(row: dict[str, Any]) -> str:
+    return f"{row['paired_ratio']:.3f} ± {row.get('paired_ratio_spread', 0.0):.3f}"
+
+
 def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> dict[str, Any]:
     """The recommended variant and the reasons, from the measurements alone (`head_size`: the preset's).
 
     Eligible: eager logits bitwise equal to 4.25.1 and a trace-correct export. Among those, ranked by: no
     lint violation at all, fewest dtype divergences from eager, least sync cost, equal outputs on the probe
-    too, fewest Casts in the attention block, then the paired step-time ratio (last: on a shared CPU its
-    differences are mostly noise).
+    too, fewest Casts in the attention block, then the paired step-time ratio, but only where two ratios
+    differ by more than their run-to-run spread (`timing_tie`). Variants equal on every measured criterion
+    whose times tie keep the study's order: noise never picks the winner, and the reasons say it was a tie.
     """
     eligible = [name for name, row in rows.items() if row["eager_equal"] and trace_correct(row) is not False]
     if not eligible:
@@ -75,7 +107,7 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
             "ranking": [],
         }
 
-    def key(name: str) -> tuple:
+    def measured(name: str) -> tuple:
         row = rows[name]
         return (
             not row.get("lint_clean", True),
@@ -83,10 +115,14 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
             sync_cost(row),
             not row["eager_equal_probe"],
             row.get("attention_casts", 0),
-            row["paired_ratio"],
         )
 
-    ranking = sorted(eligible, key=key)
+    clusters = [
+        cluster
+        for key in sorted({measured(name) for name in eligible})
+        for cluster in _by_measurable_speed([name for name in eligible if measured(name) == key], rows)
+    ]
+    ranking = [name for cluster in clusters for name in cluster]
     best, base = rows[ranking[0]], rows[BASELINE]
     reasons = [f"eager logits under autocast are bitwise equal to transformers 4.25.1 on the {preset} preset"]
     if "ort" not in best:
@@ -110,13 +146,20 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
             f"on a GPU (4.25: {base['host_tensors_per_forward']}); CUDA syncs {NOT_MEASURED} on this device"
         )
     reasons.append(
-        f"step time {best['step_time_ratio']:.3f} x that of 4.25 (medians), {best['paired_ratio']:.3f} x "
-        "(median of same-round ratios)"
+        f"step time {best['step_time_ratio']:.3f} x that of 4.25 (medians), {_timing(best)} x "
+        "(median of same-round ratios ± half their interquartile range)"
     )
-    ties = [name for name in ranking[1:] if key(name)[:-1] == key(ranking[0])[:-1]]
+    ties = clusters[0][1:]
     if ties:
-        times = ", ".join(f"{rows[name]['paired_ratio']:.3f}" for name in ties)
-        reasons.append(f"ties with {', '.join(ties)} on every criterion but the step time ({times}): either will do")
+        times = ", ".join(f"{name} {_timing(rows[name])}" for name in ties)
+        reasons.append(
+            f"ties with {', '.join(ties)}: equal on every measured criterion, step times within the run-to-run "
+            f"spread ({ranking[0]} {_timing(best)}; {times}); the first in the study's order is named"
+        )
+    slower = [name for name in ranking if measured(name) == measured(ranking[0]) and name not in clusters[0]]
+    if slower:
+        times = ", ".join(f"{name} {_timing(rows[name])}" for name in slower)
+        reasons.append(f"faster, beyond the run-to-run spread, than its equals on every measured criterion: {times}")
     if not best["eager_equal_probe"]:
         reasons.append(
             "caveat: with a head size whose square root the autocast dtype cannot hold (probe model), its "

@@ -6,6 +6,7 @@ on GitHub and offline; each figure links the executed notebook that drew it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from where223.pipeline.records import read_json, write_atomic
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, load_plan
 
 REPRODUCE, GRAPH, FIX = "01_reproduce", "02_graph", "03_fix_and_verify"
+NOT_RUN = "—"
 
 
 def find_run(outputs: Path, given: Mapping[str, object]) -> str:
@@ -97,16 +99,18 @@ def failure(report: Report) -> None:
         f"GPT-2 (`{params['preset']}` preset, random weights) under {params['amp_dtype']} autocast on "
         f"{params['device']}, opset {params['opset']}. Stack: {_stack(first)}.",
         "",
-        "| path | status | node ONNX Runtime names | bound types | raised from |",
-        "|---|---|---|---|---|",
+        "| path | status | node ONNX Runtime names | bound types |",
+        "|---|---|---|---|",
     )
     for path, record in records.items():
         binding = (record["error"] or {}).get("type_binding") or {}
-        raised = record["call_stack"][-1] if record["call_stack"] else ""
         report.add(
             f"| `{path}` | {record['status']} | `{binding.get('node', '')}` | "
-            f"{' vs '.join(binding.get('bound_types', []))} | `{raised}` |"
+            f"{' vs '.join(binding.get('bound_types', []))} |"
         )
+    # where each path raised, below the table rather than in a column: the frames are too long for a page's width
+    report.add("", "Raised from:", "")
+    report.add(*[f"- `{path}`: `{rec['call_stack'][-1]}`" for path, rec in records.items() if rec["call_stack"]])
     trainer = records["ort_trainer"]
     report.add(
         "",
@@ -140,13 +144,18 @@ def cause(report: Report) -> None:
     others = [v for v in lint["violations"] if v["kind"] != FindingKind.BINDING_CONFLICT]
     top = blame["model_frames"][0]
     first = found["first"]
-    notebook = report.planned(GRAPH, report.json(f"{source}/reproduce.json")["parameters"]).name
+    reproduced = report.json(f"{source}/reproduce.json")
+    named = ((reproduced.get("error") or {}).get("type_binding") or {}).get("node")
+    notebook = report.planned(GRAPH, reproduced["parameters"]).name
+    layers = sorted({int(m[1]) for v in conflicts if (m := re.search(r"/h\.(\d+)/", v["node"]))})
+    where_layers = f" in layer(s) {', '.join(map(str, layers))}" if layers else ""
+    ort_named = f" (ONNX Runtime's message names `{named}`)" if named else ""
     report.add(
         "## 2. The cause",
         "",
         f"**Lint.** `where223 lint` checks all {lint['nodes_checked']} nodes against ONNX's own schemas and "
-        f"finds {len(conflicts)} type-binding conflict(s), one per layer, where ONNX Runtime reported only the "
-        f"first, plus {len(others)} other finding(s):",
+        f"finds {len(conflicts)} type-binding conflict(s){where_layers}{ort_named} and {len(others)} other "
+        "finding(s):",
         "",
         *[f"- `{v['node']}` ({v['op_type']}, {v['kind']}, parameter {v['type_param']}): "
           + ", ".join(f"{b['io']} {b['position']} {b['type']}" for b in v["bindings"]) for v in lint["violations"]],
@@ -160,21 +169,16 @@ def cause(report: Report) -> None:
         "",
         f"**Divergence.** Running the model eagerly under the same autocast and joining each op's dtype with the "
         f"graph by source line, {found['count']} line result(s) out of {found['joined']} joined have another "
-        f"dtype in the graph than in PyTorch. The first is not the `Where` but `{first['file']}:{first['line']}` "
-        f"(node `{first['graph_node']}`): eager {first['eager_dtype']}, graph {first['graph_dtype']}.",
+        f"dtype in the graph than in PyTorch. The first, in graph order, is `{first['file']}:{first['line']}` "
+        f"(node `{first['graph_node']}`"
+        + (f", not the node ONNX Runtime named, `{named}`" if named and named != first["graph_node"] else "")
+        + f"): eager {first['eager_dtype']}, graph {first['graph_dtype']}.",
         "",
         "```python",
         first["code"] or "",
         "```",
         "",
     )
-    if first["graph_node"].endswith("/Div"):
-        report.add(
-            "The scale line divides by a `torch.full` whose fill value is traced from the size of `value`; the "
-            "exporter builds it in float, promotes the scores to float for the `Div`, and hands the `Where` "
-            "float scores beside a reduced-precision mask constant.",
-            "",
-        )
     report.figure(f"{source}/graph/neighbourhood", "The rejected Where and its neighbours, edges labelled "
                   "by dtype, the conflicting edge in red", notebook)
     report.figure(f"{source}/graph/divergence", "Attention block per layer: graph dtype against eager "
@@ -190,20 +194,22 @@ def fix(report: Report) -> None:
     fixed = f"{source}/{runs.fix_name(str(planned.parameters['variant']))}"
     verification = report.json(f"{fixed}/verification.json")
     notebook = planned.name
+    pinned = verification["environment"]["packages"]["transformers"]
     report.add(
         "## 3. The fix, verified",
         "",
         f"`where223.gpt2.variants.patched_attention(\"{verification['variant']}\")` swaps our implementation of "
-        "the fixed attention into transformers 4.25.1 and restores the original on exit. Overall verdict: "
-        f"**{verification['verdict']}**.",
+        f"the fixed attention into transformers {pinned} and restores the original on exit. "
+        f"{overall_verdict(verification)}",
         "",
         "| check | question | measured | tolerance | verdict |",
         "|---|---|---|---|---|",
-        *[f"| `{c['name']}` | {c['question']} | {_value(c['value'])} | {c['tolerance']} | {c['verdict']} |"
+        *[f"| `{c['name']}` | {c['question']} | {_value(c['value'])} | {_value(c['tolerance'])} | {c['verdict']} |"
           for c in verification["checks"]],
         "",
         *[f"- `{c['name']}`: {c['detail']}" for c in verification["checks"] if c["detail"]],
         "",
+        *controls_section(verification),
         f"Record: [`verification.json`]({fixed}/verification.json).",
         "",
     )
@@ -213,10 +219,62 @@ def fix(report: Report) -> None:
     report.figure(f"{fixed}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)
 
 
+def overall_verdict(verification: Mapping[str, Any]) -> str:
+    """'Overall verdict: **pass** — what it covers', from the record's own statement when it has one."""
+    verdict, statement = verification["verdict"], verification.get("verdict_statement", "")
+    covers = statement[len(verdict):] if statement.startswith(verdict) else ""
+    return f"Overall verdict: **{verdict}**{covers}."
+
+
+def control_matrix(verification: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the table check x (fix, each control): the verdicts, '—' where a control ran no
+    such check."""
+    controls = verification.get("controls", [])
+    header = ["check", "fix", *[control["name"] for control in controls]]
+    verdicts = [{check["name"]: check["verdict"] for check in control["checks"]} for control in controls]
+    rows = [
+        [check["name"], check["verdict"], *[found.get(check["name"], NOT_RUN) for found in verdicts]]
+        for check in verification["checks"]
+    ]
+    return header, rows
+
+
+def uncontrolled_checks(verification: Mapping[str, Any]) -> list[str]:
+    """The checks that pass for the fix and fail on no control: checks not shown able to fail."""
+    failing = {check["name"] for control in verification.get("controls", []) for check in control["checks"]
+               if check["verdict"] == "fail"}
+    return [check["name"] for check in verification["checks"]
+            if check["verdict"] == "pass" and check["name"] not in failing]
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table, cells escaped."""
+    return ["| " + " | ".join(_value(cell) for cell in header) + " |", "|" + "---|" * len(header),
+            *["| " + " | ".join(_value(cell) for cell in row) + " |" for row in rows]]
+
+
+def controls_section(verification: Mapping[str, Any]) -> list[str]:
+    """The negative controls of a verification record: what each breaks, the table, and any check that passed
+    without a failing control."""
+    controls = verification.get("controls", [])
+    if not controls:
+        return ["**Negative controls:** none recorded, so no check here is shown able to fail.", ""]
+    uncontrolled = uncontrolled_checks(verification)
+    return [
+        "**Negative controls.** The same checks, run on controls built to break them:",
+        "",
+        *[f"- `{control['name']}`: {control['description']}" for control in controls],
+        "",
+        *markdown_table(*control_matrix(verification)),
+        "",
+        ("Checks that passed for the fix and failed on no control: " + ", ".join(f"`{n}`" for n in uncontrolled)
+         if uncontrolled else "Every check that passed for the fix failed on at least one control."),
+        "",
+    ]
+
+
 def variants(report: Report) -> None:
     """Section 4: one line that is trace-correct under autocast and free of host copies?"""
-    from where223.study.ranking import COLUMNS, table_rows
-
     record = report.json("variants/variants-cpu.json")
     environment = record["environment"]
     best = record["recommendation"]
@@ -226,13 +284,11 @@ def variants(report: Report) -> None:
         f"Measured in one run on {environment['device_name']} ({environment['device']}, torch "
         f"{environment['packages']['torch']}), {record['settings']['amp_dtype']} autocast; step times are "
         f"medians of {record['settings']['steps']} interleaved steps of the `{record['settings']['preset']}` "
-        "preset, as ratios to the 4.25 variant. CUDA synchronisation and copy counts need a GPU: "
+        "preset, as ratios to the 4.25 variant: `step/4.25` divides the medians, `paired` is the median of "
+        "same-round ratios (the ratio the figure shows). CUDA synchronisation and copy counts need a GPU: "
         "`host tensors` counts the tensors each forward makes on the host, each a host-to-device copy there.",
         "",
-        "| " + " | ".join(title for _, title in COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-        *["| " + " | ".join(_value(row[key]) for key, _ in COLUMNS) + " |" for row in table_rows(record)],
-        "",
+        *variant_tables(record),
         f"**Recommended: `{best['variant']}`.**",
         "",
         *[f"- {reason}" for reason in best["reasons"]],
@@ -243,7 +299,7 @@ def variants(report: Report) -> None:
         "",
     )
     report.figure("variants/variants-cpu", "Tracing validity against host-made tensors per forward, step-time "
-                  "ratio to 4.25 shown per variant", "04_variants")
+                  "ratio to 4.25 (paired) shown per variant", "04_variants")
 
 
 def matrix(report: Report) -> None:
@@ -252,6 +308,8 @@ def matrix(report: Report) -> None:
 
     data = report.json("matrix/matrix.json")
     axes = data["axes"]
+    with_plain = {c["torch_requested"] for c in data["cells"] if "plain_export" in c}
+    plain_torch = sorted(with_plain, key=matrix_analysis.version_key)
     report.add(
         "## 5. Which stacks have the bug",
         "",
@@ -262,11 +320,119 @@ def matrix(report: Report) -> None:
         "",
         *[f"- {line}" for line in matrix_analysis.conclusions(data)],
         "",
+        f"Node names: why the seed's message names `{matrix_analysis.SEED_NODE}` where exports with a newer torch "
+        "name a scope such as `/transformer/h.0/attn/Where` (the torchscript cells of torch "
+        f"{', '.join(plain_torch) or 'none'} also record torch.onnx.export with its defaults: the plain export):",
+        "",
+        *[f"- {line}" for line in matrix_analysis.node_naming(data)],
+        "",
         "Data: [`matrix/matrix.json`](matrix/matrix.json) and one JSON per cell under `matrix/cells/`; "
         "notes in [`matrix/NOTES.md`](matrix/NOTES.md).",
         "",
     )
     report.figure("matrix/heatmap", "Outcome of every transformers × torch × exporter cell", "05_matrix")
+
+
+
+def architectures(report: Report) -> None:
+    """Section 6: which other architectures share the bug class, where, and what 4.26.0 changed for them."""
+    data = report.json("architectures/summary.json")
+    releases = data["releases"]
+    lines = [
+        "## 6. Beyond GPT-2: every architecture through the same export",
+        "",
+        "Every model type of transformers 4.25.1's base and causal-LM auto mappings, built small with random "
+        "weights and exported as notebook 01 exports GPT-2 (CPU bf16 autocast, training mode, opset 17), then "
+        "judged by ONNX Runtime, linted, blamed and compared with its eager run:",
+        "",
+        "| release | attempted | built | fed | exported | judged | types accepted | accepted (runs here) |",
+        "|---|---|---|---|---|---|---|---|",
+        *[
+            f"| {release} | " + " | ".join(str(data["counts"][release][key]) for key in
+                                          ("attempted", "built", "fed", "exported", "judged", "types_accepted",
+                                           "accepted")) + " |"
+            for release in releases
+        ],
+        "",
+        "*Types accepted* counts the graphs ONNX Runtime refused only for a kernel its CPU provider lacks "
+        "(bfloat16 MatMul or Gemm, say): their types pass the check that refuses GPT-2's `Where`.",
+        "",
+        "Failures that share an operator and the source line blame names for ONNX Runtime's node "
+        "(largest first; the first divergence is the first line whose result is another float type in the graph "
+        "than eagerly):",
+        "",
+    ]
+    typed = [g for g in data["failure_groups"] if g["outcome"] in ("where_type_error", "type_error")]
+    for group in typed:
+        members = "; ".join(f"{release}: {', '.join(names)}" for release, names in sorted(group["by_release"].items()))
+        what = f"`{group['code']}`" if group["code"] else f"`{group['what']}`"
+        where = ", ".join(f"`{source}`" for source in group["sources"][:3])
+        more = f" and {len(group['sources']) - 3} more" if len(group["sources"]) > 3 else ""
+        first = ", ".join(f"`{line}` ×{count}" for line, count in group["first_divergences"].items())
+        lines.append(
+            f"- **{group['operator']}** ({group['outcome']}) from {what} at {where or 'no recorded line'}{more}: "
+            f"{group['size']} ({members})"
+            + (f"; first divergence {first}" if first else "; eager and graph dtypes agree on every joined line")
+        )
+    other = [g for g in data["failure_groups"] if g not in typed]
+    if other:
+        lines += [
+            "",
+            "Other outcomes (missing kernels, failed builds, feeds and exports), grouped by stage and first line "
+            "of the error: "
+            + "; ".join(f"{g['outcome']} at {g['operator']} ({g['size']})" for g in other[:12])
+            + (f"; {len(other) - 12} more groups in the summary" if len(other) > 12 else "")
+            + ".",
+        ]
+    changes = data["release_changes"]
+    lines += [
+        "",
+        f"What {releases[-1]} changed against {releases[0]}: "
+        + ("; ".join(f"{c['model_type']} {c[releases[0]]} → {c[releases[-1]]}" for c in changes) or "nothing")
+        + ".",
+        "",
+        "Data: [`architectures/summary.json`](architectures/summary.json) and one JSON per architecture and release "
+        "under `architectures/<release>/`; `make architectures` rebuilds them.",
+        "",
+    ] if len(releases) > 1 else ["", "Data: [`architectures/summary.json`](architectures/summary.json).", ""]
+    report.add(*lines)
+    report.figure("architectures/outcomes", "Outcome of every architecture and release", "06_architectures")
+
+# The variant table's cost columns; the others say whether the variant traces correctly.
+COST_COLUMNS = ("host_tensors_per_forward", "step_time_ratio", "paired_ratio", "syncs_per_step", "h2d_copies_per_step")
+NOT_MEASURED = "not measured"
+
+
+def variant_tables(record: dict[str, Any]) -> list[str]:
+    """The variant study as two narrow Markdown tables (correctness, then cost), each led by the variant; a column
+    "not measured" on every row (CUDA counts on a CPU) is left out and named in one sentence instead."""
+    from where223.study.ranking import COLUMNS, table_rows
+
+    rows = table_rows(record)
+    absent = [(key, title) for key, title in COLUMNS if all(row[key] == NOT_MEASURED for row in rows)]
+    shown = [(key, title) for key, title in COLUMNS if (key, title) not in absent and key != "variant"]
+    lines: list[str] = []
+    for columns in (
+        [column for column in shown if column[0] not in COST_COLUMNS],
+        [column for column in shown if column[0] in COST_COLUMNS],
+    ):
+        columns = [("variant", "variant"), *columns]
+        lines += [
+            "| " + " | ".join(title for _, title in columns) + " |",
+            "|" + "---|" * len(columns),
+            *["| " + " | ".join(_cell(key, row[key]) for key, _ in columns) + " |" for row in rows],
+            "",
+        ]
+    if absent:
+        lines += [f"Not measured on this device for any variant: {', '.join(f'`{t}`' for _, t in absent)}.", ""]
+    return lines
+
+
+def _cell(key: str, value: Any) -> str:
+    """A variant-table cell: ratios to three decimals, as the figure labels them."""
+    if key.endswith("ratio") and isinstance(value, float):
+        return f"{value:.3f}"
+    return f"`{value}`" if key == "variant" else _value(value)
 
 
 def _value(value: Any) -> str:
@@ -275,7 +441,7 @@ def _value(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-SECTIONS: list[Callable[[Report], None]] = [failure, cause, fix, variants, matrix]
+SECTIONS: list[Callable[[Report], None]] = [failure, cause, fix, variants, matrix, architectures]
 
 
 def build(outputs: Path = OUTPUTS, plan: Path = DEFAULT_PLAN) -> str:

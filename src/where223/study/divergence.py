@@ -1,10 +1,14 @@
-"""Where the exported graph's precision departs from what PyTorch computes eagerly.
+"""Where an exported graph's precision departs from what PyTorch computes eagerly, for any torch module.
 
-The `Where` is only where the failure surfaces. This module runs the model eagerly under the same autocast
+The `Where` is only where GPT-2's failure surfaces. This module runs a module eagerly under the same autocast
 with a TorchFunctionMode that records, for every op call, its output dtype and the model source line that
 made it; it reads the same source line from each exported node's doc_string and the node's type from the
 graph (onnx type inference); it joins the two by source line and layer, and lists every line whose result
 has another floating dtype in the graph than in eager PyTorch, in graph order, the first one marked.
+
+Nothing here knows GPT-2: notebook 02 and `verify` point it at the case, the architecture sweep
+(`where223.study.architecture_cell`) at every transformers model type. It needs the export's node doc strings
+(`torch.onnx.export(..., verbose=True)`) and reads the graph with `where223.graph` (which stays torch-free).
 
 A line's result is the last floating tensor it produces: eagerly, the last op called from that line in one
 execution; in the graph, the last node (in graph order) carrying that line in one layer's scope.
@@ -12,6 +16,7 @@ execution; in the graph, the last node (in graph order) carrying that line in on
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +34,7 @@ from where223.pipeline.paths import ROOT, portable
 
 _TORCH_DIR = str(Path(torch.__file__).parent)
 _THIS_FILE = __file__
+_THIS_FILE_PORTABLE = portable(__file__)
 _DTYPE_NAMES = {
     torch.float32: "float",
     torch.float16: "float16",
@@ -38,8 +44,20 @@ _DTYPE_NAMES = {
 FLOATING = frozenset(_DTYPE_NAMES.values())
 
 
+def _portable(file: str) -> str:
+    """A stack frame's file as records name it; a path the export already made portable stays as it is (resolving
+    it would make it relative to the working folder, not to site-packages)."""
+    return portable(file) if os.path.isabs(file) else file
+
+
 def _is_library_frame(filename: str) -> bool:
-    return filename.startswith(_TORCH_DIR) or filename == _THIS_FILE or "/torch/" in filename
+    """torch's own frames and this module's, by absolute path or by a portable one (`torch/...`, as exports
+    rewritten by `export.stable_doc_strings` record them)."""
+    return (
+        filename.startswith((_TORCH_DIR, "torch/"))
+        or "/torch/" in filename
+        or filename in (_THIS_FILE, _THIS_FILE_PORTABLE)
+    )
 
 
 @dataclass(frozen=True)
@@ -81,15 +99,22 @@ class DtypeRecorder(TorchFunctionMode):
         return result
 
 
-def eager_results(
-    model: torch.nn.Module, batch: dict[str, torch.Tensor], device: str, amp_dtype: str
-) -> list[LineResult]:
-    """Run the model once under autocast and return each source line execution's result dtype."""
-    inputs = {key: value.to(device) for key, value in batch.items() if key != "labels"}
+Inputs = dict[str, torch.Tensor] | tuple[torch.Tensor, ...]
+
+
+def eager_results(model: torch.nn.Module, inputs: Inputs, device: str, amp_dtype: str) -> list[LineResult]:
+    """Run the module once under autocast and return each source line execution's result dtype.
+
+    `inputs` is a batch of keyword tensors (a `labels` entry is left out) or a tuple of positional ones.
+    """
     recorder = DtypeRecorder()
     model = model.to(device)
+    if isinstance(inputs, dict):  # moved before recording: the moves are the caller's lines, not the model's
+        args, kwargs = (), {key: value.to(device) for key, value in inputs.items() if key != "labels"}
+    else:
+        args, kwargs = tuple(value.to(device) for value in inputs), {}
     with torch.no_grad(), autocast(device, amp_dtype), recorder:
-        model(**inputs)
+        model(*args, **kwargs)
     results: list[LineResult] = []
     executions: dict[tuple[str, int], int] = {}
     previous: tuple[str, int, int] | None = None
@@ -121,9 +146,8 @@ def graph_results(onnx_path: str | Path) -> list[LineResult]:
             continue
         source = frames[0]
         scope = node.name.rsplit("/", 1)[0]
-        by_key[(portable(source.file), source.line, scope)] = LineResult(
-            portable(source.file), source.line, scope, dtype, node.name, order
-        )
+        file = _portable(source.file)
+        by_key[(file, source.line, scope)] = LineResult(file, source.line, scope, dtype, node.name, order)
     return sorted(by_key.values(), key=lambda result: result.order)
 
 
@@ -195,7 +219,7 @@ def join(eager: list[LineResult], graph: list[LineResult]) -> DivergenceReport:
                 Divergence(
                     result.file,
                     result.line,
-                    _code(result.file, result.line),
+                    source_code(result.file, result.line),
                     result.op,
                     result.dtype,
                     twin.dtype,
@@ -207,7 +231,9 @@ def join(eager: list[LineResult], graph: list[LineResult]) -> DivergenceReport:
     return report
 
 
-def _code(file: str, line: int) -> str | None:
+def source_code(file: str, line: int) -> str | None:
+    """The stripped text of `file`:`line`, the file found as given, under the repository root or on sys.path
+    (records name files portably: relative to site-packages or the repository)."""
     import linecache
 
     for candidate in (file, str(ROOT / file), *(str(Path(p) / file) for p in sys.path if p)):
@@ -218,7 +244,8 @@ def _code(file: str, line: int) -> str | None:
 
 
 def divergence_report(
-    model: torch.nn.Module, batch: dict[str, torch.Tensor], onnx_path: str | Path, device: str, amp_dtype: str
+    model: torch.nn.Module, inputs: Inputs, onnx_path: str | Path, device: str, amp_dtype: str
 ) -> DivergenceReport:
-    """Compare the eager run of `model` on `batch` under autocast with its export at `onnx_path`."""
-    return join(eager_results(model, batch, device, amp_dtype), graph_results(onnx_path))
+    """Compare the eager run of `model` on `inputs` (keyword batch or positional tuple) under autocast with its
+    export at `onnx_path`."""
+    return join(eager_results(model, inputs, device, amp_dtype), graph_results(onnx_path))

@@ -1,0 +1,327 @@
+"""The architecture sweep: the driver's resume, timeout, crash and publication logic with a fake worker (fast),
+the records-only analysis, and two real architectures end to end (slow)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from where223.study import architectures
+from where223.study.architecture_cell import CellOutcome
+
+INSTALLED = metadata.version("transformers")
+
+# A worker that does what its model type says: records `accepted`, hangs, crashes, or dies after a partial record.
+FAKE_WORKER = textwrap.dedent(
+    """
+    import argparse, json, os, sys, time
+    from pathlib import Path
+
+    p = argparse.ArgumentParser()
+    for name in ("--model-type", "--release", "--onnx", "--out"):
+        p.add_argument(name)
+    args = p.parse_args()
+    with open(os.environ["FAKE_CALLS"], "a") as calls:
+        calls.write(args.model_type + "\\n")
+    print("WHERE223_STAGE export", file=sys.stderr, flush=True)
+    kind = args.model_type.split("-")[0]
+    if kind == "hang":
+        Path(args.out).write_text('{"model_type": "half')
+        time.sleep(60)
+    if kind == "crash":
+        sys.exit(3)
+    record = {"model_type": args.model_type, "release": args.release, "outcome": "accepted",
+              "built": True, "fed": True, "exported": True, "judged": True}
+    Path(args.out).write_text(json.dumps(record))
+    """
+)
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """The fake worker on PYTHONPATH, a log of its calls, and the sweep's folders under tmp_path."""
+    (tmp_path / "fake_cell.py").write_text(FAKE_WORKER)
+    calls = tmp_path / "calls.txt"
+    calls.write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("FAKE_CALLS", str(calls))
+
+    def sweep(types, **options):
+        options.setdefault("timeout_s", 30)
+        return architectures.build(
+            [INSTALLED], types, out_dir=tmp_path / "out", work_dir=tmp_path / "work", worker="fake_cell", **options
+        )
+
+    def called() -> list[str]:
+        return calls.read_text().split()
+
+    return sweep, called, tmp_path / "out"
+
+
+def test_resume_skips_recorded_architectures_and_force_reruns_them(fake):
+    sweep, called, out = fake
+    summary = sweep(["ok-a", "ok-b"])
+    assert called() == ["ok-a", "ok-b"]
+    assert summary["counts"][INSTALLED]["exported"] == 2
+    sweep(["ok-a", "ok-b"])
+    assert called() == ["ok-a", "ok-b"], "a resumed sweep reran recorded architectures"
+    (out / INSTALLED / "ok-b.json").unlink()
+    sweep(["ok-a", "ok-b"])
+    assert called() == ["ok-a", "ok-b", "ok-b"]
+    sweep(["ok-a"], force=True)
+    assert called()[-1] == "ok-a"
+
+
+def test_a_hang_is_recorded_as_a_timeout_with_its_stage_and_retried_on_request(fake):
+    sweep, called, out = fake
+    sweep(["hang-x", "ok-a"], timeout_s=3)
+    record = json.loads((out / INSTALLED / "hang-x.json").read_text())
+    assert record["outcome"] == CellOutcome.TIMEOUT
+    assert record["error"]["stage"] == "export"
+    assert record["recorded_by"] == "driver"
+    assert called() == ["hang-x", "ok-a"], "one hang stopped the sweep"
+    sweep(["hang-x", "ok-a"], timeout_s=3)
+    assert called() == ["hang-x", "ok-a"]
+    sweep(["hang-x", "ok-a"], timeout_s=3, retry=True)
+    assert called() == ["hang-x", "ok-a", "hang-x"]
+
+
+def test_a_crash_never_publishes_a_stale_record(fake):
+    sweep, _, out = fake
+    stale = out.parent / "work" / INSTALLED / "crash-y" / "record.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps({"model_type": "crash-y", "release": INSTALLED, "outcome": "accepted"}))
+    sweep(["crash-y"])
+    record = json.loads((out / INSTALLED / "crash-y.json").read_text())
+    assert record["outcome"] == CellOutcome.CRASHED
+    assert "exit status 3" in record["error"]["message"]
+    assert not architectures.is_done(out / INSTALLED / "crash-y.json", retry=True)
+
+
+def test_an_unreadable_or_unknown_record_is_not_done(tmp_path):
+    path = tmp_path / "r.json"
+    assert not architectures.is_done(path)
+    path.write_text('{"outcome": "accep')
+    assert not architectures.is_done(path)
+    path.write_text('{"outcome": "half-way"}')
+    assert not architectures.is_done(path)
+    path.write_text('{"outcome": "not_exported"}')
+    assert architectures.is_done(path)
+
+
+def test_shards_partition_the_model_types():
+    types = [f"t{i}" for i in range(7)]
+    shards = [architectures.shard_of(types, (index, 3)) for index in range(3)]
+    assert sorted(sum(shards, [])) == sorted(types)
+    assert not set(shards[0]) & set(shards[1])
+
+
+def _record(model_type, release, outcome, op=None, source=None, first=None):
+    record = {"model_type": model_type, "release": release, "outcome": outcome, "built": True, "fed": True}
+    if op:
+        node = f"/{model_type}/{op}"
+        record.update(exported=True, judged=True)
+        record["ort"] = {"type_binding": {"op_type": op, "node": node}}
+        record["blame"] = [{"node": "/other", "source": "elsewhere.py:1"}, {"node": node, "source": source}]
+        record["divergence"] = {"first": first}
+    return record
+
+
+def test_failures_group_by_operator_and_the_line_that_names_ort_node():
+    first = {"file": "m.py", "line": 3, "eager_dtype": "bfloat16", "graph_dtype": "float"}
+    rows = [
+        _record("a", "4.25.1", "where_type_error", "Where", "gpt2.py:201", first),
+        _record("b", "4.25.1", "where_type_error", "Where", "gpt2.py:201", first),
+        _record("c", "4.25.1", "type_error", "LayerNormalization", "bert.py:9"),
+        _record("a", "4.26.0", "missing_kernel", "Gemm", None),
+        _record("d", "4.25.1", "accepted"),
+    ]
+    rows[3].pop("ort")
+    rows[3]["error"] = {"stage": "export", "message": "boom\nmore"}
+    groups = architectures.failure_groups(rows)
+    assert groups[0]["source"] == "gpt2.py:201", "the blamed line of ONNX Runtime's node, not the first blamed"
+    assert groups[0]["by_release"] == {"4.25.1": ["a", "b"]}
+    assert groups[0]["first_divergences"] == {"m.py:3 bfloat16->float": 2}
+    assert {g["operator"] for g in groups} == {"Where", "LayerNormalization", "export"}
+    assert all("d" not in names for g in groups for names in g["by_release"].values())
+    changes = architectures.release_changes(rows)
+    assert changes == [{"model_type": "a", "4.25.1": "where_type_error", "4.26.0": "missing_kernel"}]
+    assert architectures.counts(rows)["exported"] == 4
+
+
+@pytest.mark.slow
+def test_two_architectures_end_to_end(tmp_path):
+    summary = architectures.build(
+        [INSTALLED], ["gpt2", "bert"], out_dir=tmp_path / "out", work_dir=tmp_path / "work", timeout_s=300
+    )
+    assert summary["counts"][INSTALLED] == {
+        "attempted": 2, "built": 2, "fed": 2, "exported": 2, "judged": 2, "types_accepted": 0, "accepted": 0
+    }  # fmt: skip
+    gpt2 = json.loads((tmp_path / "out" / INSTALLED / "gpt2.json").read_text())
+    assert gpt2["outcome"] == "where_type_error"
+    assert gpt2["environment"]["packages"]["transformers"] == INSTALLED
+    where = architectures.first_root(gpt2)
+    assert where["source"].endswith("models/gpt2/modeling_gpt2.py:201")
+    assert gpt2["divergence"]["count"] >= 1 and gpt2["divergence"]["first"]["eager_dtype"] == "bfloat16"
+    bert = json.loads((tmp_path / "out" / INSTALLED / "bert.json").read_text())
+    assert bert["exported"] and bert["judged"]
+    assert Path(tmp_path / "out" / "summary.json").is_file()
+
+
+def _many_records(count: int) -> list[dict]:
+    outcomes = ["accepted", "where_type_error", "type_error", "not_exported", "missing_kernel"]
+    rows = []
+    for index in range(count):
+        for release in architectures.RELEASES:
+            row = _record(f"arch{index:03d}", release, outcomes[index % len(outcomes)])
+            if row["outcome"].endswith("type_error"):
+                row["ort"] = {"type_binding": {"op_type": "Where", "node": "n", "bound_types": ["tensor(float)"] * 2}}
+            rows.append(row)
+    return rows
+
+
+def _row_pitch_pt(png: Path, rows: int) -> float:
+    from PIL import Image
+
+    from where223.figures import PNG_DPI
+
+    with Image.open(png) as image:
+        return image.height / PNG_DPI * 72 / rows
+
+
+def test_many_architectures_make_a_tall_figure_with_legible_rows(tmp_path, monkeypatch):
+    from where223.figures import MIN_TEXT_PX, TEXT_SIZE, displayed_text_px
+    from where223.study import architectures_figure
+
+    png = architectures_figure.draw(_many_records(143), tmp_path / "outcomes")[0]
+    assert displayed_text_px(png) >= MIN_TEXT_PX
+    assert _row_pitch_pt(png, 143) >= TEXT_SIZE
+    monkeypatch.setattr(architectures_figure, "ROW_INCHES", 0.05)  # control: rows squeezed into a short figure
+    squeezed = architectures_figure.draw(_many_records(143), tmp_path / "squeezed")[0]
+    assert _row_pitch_pt(squeezed, 143) < TEXT_SIZE
+
+
+def test_the_write_up_section_states_counts_groups_and_changes_from_the_summary(tmp_path):
+    from where223.study import report
+
+    first = {"file": "m.py", "line": 3, "eager_dtype": "bfloat16", "graph_dtype": "float"}
+    rows = [
+        _record("a", "4.25.1", "where_type_error", "Where", "gpt2.py:201", first),
+        _record("b", "4.25.1", "where_type_error", "Where", "gpt2.py:201", first),
+        _record("a", "4.26.0", "accepted"),
+        _record("b", "4.26.0", "where_type_error", "Where", "gpt2.py:201", first),
+    ]
+    for row in rows:
+        path = tmp_path / "architectures" / row["release"] / f"{row['model_type']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(row))
+    architectures.summarize(tmp_path / "architectures")
+    (tmp_path / "architectures" / "outcomes.png").write_bytes(b"")
+    section = report.Report(tmp_path, [])
+    report.architectures(section)
+    text = section.text()
+    assert "| 4.25.1 | 2 | 2 | 2 | 2 | 2 | 0 | 0 |" in text and "| 4.26.0 | 2 | 2 | 2 | 1 | 1 | 1 | 1 |" in text
+    assert "**Where** (where_type_error) from `gpt2.py:201` at `gpt2.py:201`" in text
+    assert "4.25.1: a, b; 4.26.0: b" in text
+    assert "`m.py:3 bfloat16->float` ×3" in text
+    assert "a where_type_error → accepted" in text
+
+
+def test_source_notebook_is_clean_with_parameters_after_imports():
+    import nbformat
+
+    from where223.pipeline import paths
+    from where223.pipeline.notebooks import is_clean
+
+    notebook = nbformat.read(paths.NOTEBOOKS / "06_architectures.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert is_clean(notebook)
+    assert "import" in code[0].source and "parameters" in code[1].metadata.get("tags", [])
+
+
+@pytest.mark.slow
+def test_notebook_06_draws_and_groups_from_records(tmp_path):
+    from tests.conftest import run_notebook
+
+    first = {"file": "m.py", "line": 3, "eager_dtype": "bfloat16", "graph_dtype": "float"}
+    for row in (
+        _record("gpt2", "4.25.1", "where_type_error", "Where", "gpt2.py:201", first),
+        _record("gpt2", "4.26.0", "accepted"),
+    ):
+        path = tmp_path / "records" / row["release"] / f"{row['model_type']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(row))
+    executed = run_notebook("06_architectures", tmp_path / "out", records_dir=str(tmp_path / "records"))
+    assert (tmp_path / "out" / "architectures" / "outcomes.png").stat().st_size > 5_000
+    assert "Where · gpt2.py:201" in executed.read_text()
+
+
+def test_the_same_line_of_two_releases_groups_together_and_messages_name_the_refused_operator():
+    code = "hidden_states = self.LayerNorm(hidden_states)"
+    old = _record("bert", "4.25.1", "type_error", "LayerNormalization", "transformers/models/bert/modeling_bert.py:680")
+    new = _record("bert", "4.26.0", "type_error", "LayerNormalization", "x")
+    new["blame"][1]["source"] = ".cache/transformers/4.26.0/transformers/models/bert/modeling_bert.py:679"
+    for record in (old, new):
+        record["blame"][1]["code"] = code
+    conv = {"model_type": "beit", "release": "4.25.1", "outcome": "type_error", "blame": [], "ort": {
+        "message": "Type 'tensor(bfloat16)' of input parameter (c) of operator (Conv) in node (/m/Conv) is invalid."}}
+    kernel = {"model_type": "bart", "release": "4.25.1", "outcome": "missing_kernel", "ort": {
+        "message": "Could not find an implementation for MatMul(13) node with name '/m/MatMul'"}}
+    groups = architectures.failure_groups([old, new, conv, kernel])
+    assert groups[0]["by_release"] == {"4.25.1": ["bert"], "4.26.0": ["bert"]}
+    bert = "transformers/models/bert/modeling_bert.py"
+    assert groups[0]["sources"] == [f"{bert}:679", f"{bert}:680"] and groups[0]["code"] == code
+    assert {g["operator"] for g in groups[1:]} == {"Conv", "MatMul"}
+    copied = _record("ernie", "4.25.1", "type_error", "LayerNormalization", "transformers/models/ernie/e.py:595")
+    copied["blame"][1]["code"] = code + "  # copied from bert"
+    assert architectures.failure_groups([old, new, copied])[0]["size"] == 3, "copied code is one cause"
+    new["blame"][1]["code"] = "another line"  # control: another line of code is another group
+    assert len(architectures.failure_groups([old, new])) == 2
+
+
+def test_shrink_divides_widths_cuts_depths_caps_vocabularies_in_sub_configs_too():
+    from transformers import BertConfig, CLIPConfig
+
+    from where223.study.architecture_cell import shrink_config
+
+    config = BertConfig(pad_token_id=5000)
+    changed = shrink_config(config, "small")
+    assert (config.hidden_size, config.intermediate_size, config.num_attention_heads) == (96, 384, 12)
+    assert config.num_hidden_layers == 2 and config.vocab_size == 1024 and config.pad_token_id == 1023
+    assert changed["hidden_size"] == 96
+    layers_only = BertConfig()
+    shrink_config(layers_only, "layers")  # control: the gentler level keeps the widths
+    assert layers_only.hidden_size == 768 and layers_only.num_hidden_layers == 2
+    clip = CLIPConfig()
+    shrink_config(clip, "small")
+    assert clip.vision_config.hidden_size == 96 and clip.vision_config.image_size == 64
+    assert clip.text_config.num_hidden_layers == 2
+
+
+def test_inputs_follow_the_forward_signature():
+    import torch
+    from transformers import BartConfig, BartModel, ViTConfig, ViTModel
+
+    from where223.study.architecture_cell import model_inputs
+
+    tiny = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "vocab_size": 64}
+    bart = model_inputs(torch, BartModel(BartConfig(**tiny)), "bart")
+    assert list(bart) == ["input_ids", "attention_mask", "decoder_input_ids"]
+    vit_config = ViTConfig(
+        hidden_size=16, num_attention_heads=2, intermediate_size=32, num_hidden_layers=1, image_size=32
+    )
+    vit = model_inputs(torch, ViTModel(vit_config), "vit")
+    assert list(vit) == ["pixel_values"] and list(vit["pixel_values"].shape) == [2, 3, 32, 32]
+
+    class Mystery(torch.nn.Module):
+        config = BartConfig(**tiny)
+
+        def forward(self, input_ids, mystery):
+            return input_ids
+
+    with pytest.raises(ValueError, match="parameter\\(s\\) mystery"):  # control: a parameter it cannot make
+        model_inputs(torch, Mystery(), "mystery")
