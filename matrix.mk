@@ -1,6 +1,7 @@
 # Version matrix (issue 6): transformers x torch x exporter for the tiny GPT-2 under CPU bf16 autocast.
-# Builds one venv per torch version under .cache/matrix/envs (3-5 GB each, ~25 min for the whole matrix on
-# 2 cores) and resumes where it stopped. Restrict with e.g.
+# Builds one venv per torch version under .cache/matrix/envs (3-5 GB each, but uv makes them hard links into
+# .cache/uv; WHERE223_INSTALLER=pip copies instead), ~25 min for the whole matrix on 2 cores, and resumes where
+# it stopped. Restrict with e.g.
 #   make matrix MATRIX_ARGS="--torch 2.1.2,2.2.2 --exporter torchscript"      (add --force to rerun cells)
 MATRIX_PYTHON ?= $(if $(PY),$(PY),.venv/bin/python)
 MATRIX_ARGS ?=

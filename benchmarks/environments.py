@@ -6,7 +6,8 @@
 (b) matrix disk: two matrix environments (default torch 2.1.2 and 2.2.2) built with
     `where223.study.matrix.ensure_env` into a scratch folder beside the uv cache: the apparent size of each,
     the size counting every hard-linked file once, and the files duplicated across environments (same
-    content, different inode; the target is none).
+    content, different inode): none of the same package release (the target), the rest equal files of
+    different releases or per-install metadata.
 (c) lint: every ONNX conformance model shipped with onnx (`onnx/backend/test/data/**/model.onnx`), each timed
     from its path as a user runs it: `where223.graph.lint_model(path)` against
     `onnx.checker.check_model(path, full_check=True)`; the totals and their ratio (target: within 5x).

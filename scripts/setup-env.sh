@@ -33,12 +33,13 @@ fi
 pip_install() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }
 
 if [ "$WHERE223_INSTALLER" = uv ]; then
-  uv_pin=$(grep -i '^uv==' requirements.lock)
-  if [ "$("$VENV/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" = "${uv_pin#*==}" ] || pip_install "$uv_pin"; then
+  uv_pin=$(grep -i '^uv==' requirements.lock || true)
+  if [ -n "$uv_pin" ] && { [ "$("$VENV/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" = "${uv_pin#*==}" ] \
+    || pip_install "$uv_pin"; }; then
     uv_variables=$(PYTHONPATH=src "$PY" -m where223.pipeline.installer)
     eval "$uv_variables"
   else
-    echo "setup: could not install $uv_pin with pip; installing with pip instead" >&2
+    echo "setup: could not install ${uv_pin:-uv (no pin in requirements.lock)} with pip; installing with pip instead" >&2
     WHERE223_INSTALLER=pip
   fi
 fi
@@ -65,8 +66,8 @@ build_ortmodule_extensions() {
   for setup in "$dir"/cpu/*/setup.py; do
     name=$(basename "$(dirname "$setup")")
     (cd "$dir" && ONNXRUNTIME_CUDA_VERSION= ONNXRUNTIME_ROCM_VERSION= PATH="$ROOT/$VENV/bin:$PATH" \
-      CFLAGS="${CFLAGS:-} -g0" MAX_JOBS=${MAX_JOBS:-$(nproc)} "$ROOT/$PY" "$setup" build --build-temp "build/temp-$name") \
-      >"$VENV/ortmodule-$name.log" 2>&1 &
+      CFLAGS="${CFLAGS:-} -g0" MAX_JOBS=${MAX_JOBS:-$(nproc)} \
+      "$ROOT/$PY" "$setup" build --build-temp "build/temp-$name") >"$VENV/ortmodule-$name.log" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
@@ -77,15 +78,15 @@ extensions=$("$PY" -c 'import importlib.util as u, pathlib as p; print(p.Path(u.
 # Built once per torch, ORT and Python version: kept under .cache so that `make clean-env setup` reuses them.
 built=.cache/ortmodule-extensions/$("$PY" -c 'import importlib.metadata as m, sys
 print("torch-%s-ort-%s-py%d%d" % (m.version("torch"), m.version("onnxruntime-training-cpu"), *sys.version_info[:2]))')
-if compgen -G "$extensions/*.so" >/dev/null; then
-  :
-elif compgen -G "$built/*.so" >/dev/null; then
-  echo "setup: ORTModule's C++ extensions from $built"
-  cp "$built"/*.so "$extensions"/
-else
-  echo "setup: building ORTModule's C++ extensions (about 2 minutes on 2 cores)"
-  build_ortmodule_extensions "$extensions" \
-    || { echo "setup: extension build failed, see $VENV/ortmodule-*.log" >&2; exit 1; }
+if ! compgen -G "$extensions/*.so" >/dev/null; then
+  if compgen -G "$built/*.so" >/dev/null; then
+    echo "setup: ORTModule's C++ extensions from $built"
+    cp "$built"/*.so "$extensions"/
+  else
+    echo "setup: building ORTModule's C++ extensions (about 2 minutes on 2 cores)"
+    build_ortmodule_extensions "$extensions" \
+      || { echo "setup: extension build failed, see $VENV/ortmodule-*.log" >&2; exit 1; }
+  fi
 fi
 compgen -G "$built/*.so" >/dev/null || { mkdir -p "$built" && cp "$extensions"/*.so "$built"/; }
 

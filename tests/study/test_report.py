@@ -147,7 +147,7 @@ def test_the_report_follows_a_changed_record(outputs_copy):
     assert after != before
     assert "Overall verdict: **fail** — 1 of 2 checks pass; failed: lint; not measured on cpu: a measured gap." in after
     assert "into transformers 9.99.9 and" in after
-    assert "| check | fix | control-x |" in after and "- `control-x`: built to break nothing" in after
+    assert "| check | fix | c1 |" in after and "- c1 `control-x`: built to break nothing" in after
     assert "Checks that passed for the fix and failed on no control: " in after
 
 

@@ -260,12 +260,15 @@ def controls_section(verification: Mapping[str, Any]) -> list[str]:
     if not controls:
         return ["**Negative controls:** none recorded, so no check here is shown able to fail.", ""]
     uncontrolled = uncontrolled_checks(verification)
+    header, rows = control_matrix(verification)
+    labels = [f"c{number}" for number in range(1, len(controls) + 1)]  # short columns: the table fits a page
     return [
-        "**Negative controls.** The same checks, run on controls built to break them:",
+        "**Negative controls.** The same checks, run on controls built to break them (columns c1, c2, ... below):",
         "",
-        *[f"- `{control['name']}`: {control['description']}" for control in controls],
+        *[f"- c{number} `{control['name']}`: {control['description']}"
+          for number, control in enumerate(controls, start=1)],
         "",
-        *markdown_table(*control_matrix(verification)),
+        *markdown_table([*header[:2], *labels], rows),
         "",
         ("Checks that passed for the fix and failed on no control: " + ", ".join(f"`{n}`" for n in uncontrolled)
          if uncontrolled else "Every check that passed for the fix failed on at least one control."),
