@@ -23,7 +23,7 @@ import yaml
 from where223.errors import UsageError
 from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, ROOT, slug
 from where223.pipeline.publish import failed_dir, outputs_lock, staged
-from where223.pipeline.records import write_atomic
+from where223.pipeline.records import portable_text, write_atomic
 
 DEFAULT_PLAN = NOTEBOOKS / "plan.yaml"
 EXECUTED = "notebooks"  # the folder of executed copies and their HTML, in an outputs tree
@@ -228,6 +228,7 @@ def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_N
                     cwd=str(NOTEBOOKS),
                     progress_bar=sys.stderr.isatty(),
                 )
+                make_portable(executed)
                 export_html(executed)
         except Exception as error:  # an interrupt stays an interrupt
             kept = failed_dir(run.name, root) / EXECUTED / f"{run.name}.ipynb"
@@ -249,6 +250,29 @@ _OFFLINE_TEMPLATE_TEXT = """{%- extends 'lab/index.html.j2' -%}
 def _relative_paths(text: str) -> str:
     """`text` with this checkout's absolute paths written relative to the repository root."""
     return text.replace(f"{ROOT}{os.sep}", "").replace(str(ROOT), ".")
+
+
+def make_portable(notebook: Path) -> Path:
+    """Rewrite an executed notebook's outputs and papermill's record of its paths with portable paths
+    (site-packages and the checkout stripped, staged paths as published), so the committed copy is the same
+    wherever the clone lives."""
+    import nbformat
+
+    executed = nbformat.read(notebook, as_version=4)
+    run = executed.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if run.get(key):
+            run[key] = portable_text(run[key])
+    for cell in executed.cells:
+        for output in cell.get("outputs", []):
+            if output.output_type == "stream":
+                output.text = portable_text(output.text)
+            for mime in ("text/plain", "text/html", "text/markdown"):
+                if mime in output.get("data", {}):
+                    output.data[mime] = portable_text(output.data[mime])
+            if output.output_type == "error":
+                output.traceback = [portable_text(line) for line in output.traceback]
+    return write_atomic(notebook, nbformat.writes(executed))
 
 
 def reviewer_copy(notebook: Any, name: str = "") -> Any:
