@@ -78,7 +78,9 @@ def test_the_notebook_shows_the_controls_table(executed):
     notebook, record = executed
     text = notebook.read_text()
     header, _ = control_matrix(record)
-    assert "| " + " | ".join(header) + " |" in text
+    labels = [f"c{number}" for number in range(1, len(header) - 1)]
+    assert "| " + " | ".join([*header[:2], *labels]) + " |" in text  # the controls are columns c1, c2, ...
+    assert all(f"- c{number} `{name}`" in text for number, name in enumerate(header[2:], start=1))
     assert "Every check that passed for the fix failed on at least one control." in text
 
 
