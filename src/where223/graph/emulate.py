@@ -29,7 +29,7 @@ from onnx import numpy_helper
 from where223.errors import UsageError
 from where223.graph.dtypes import elem_type_name, elem_type_of
 from where223.graph.lint import FindingKind, Violation, lint_types
-from where223.graph.loading import ModelLike, inline_local_functions, load_model, subgraphs
+from where223.graph.loading import FreshNames, ModelLike, inline_local_functions, load_model, subgraphs
 from where223.graph.ort import OrtJudgement, OrtVerdict, judge, load_session
 from where223.graph.schema import signature_for
 from where223.graph.types import ModelTypes, Scope, model_types
@@ -87,25 +87,6 @@ def spacing(magnitude: float, element_type: str = "bfloat16") -> float:
     return 2.0 ** (exponent - (bits - 1))
 
 
-class _FreshNames:
-    """Value and node names that collide with nothing in the model."""
-
-    def __init__(self, model: onnx.ModelProto) -> None:
-        self.taken: set[str] = set()
-        for _, graph in subgraphs(model.graph):
-            self.taken.update(v.name for v in (*graph.input, *graph.output, *graph.initializer))
-            for node in graph.node:
-                self.taken.update((node.name, *node.input, *node.output))
-
-    def __call__(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
-
-
 def _type_check(model: onnx.ModelProto, types: ModelTypes) -> OrtJudgement:
     """ONNX Runtime's verdict, when neither it nor the linter objects to the types; else EmulationRefused."""
     judgement = judge(model)
@@ -146,7 +127,7 @@ class _Rewriter:
         self.model.CopyFrom(model)
         self.reduced = reduced
         self.reduced_strings = {f"tensor({elem_type_name(elem)})" for elem in reduced}
-        self.fresh = _FreshNames(self.model)
+        self.fresh = FreshNames(self.model).fresh
         self.emulated: Counter[str] = Counter()
         self.kept: Counter[str] = Counter()
 
@@ -270,7 +251,7 @@ def _float_boundary(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, 
     such output is copied to float32 (exactly)."""
     boundary = onnx.ModelProto()
     boundary.CopyFrom(model)
-    graph, fresh = boundary.graph, _FreshNames(boundary)
+    graph, fresh = boundary.graph, FreshNames(boundary).fresh
     reduced = {elem_type_of(name) for name in SHORT_NAMES}
     inputs, outputs, entry, exits = {}, {}, [], []
     for value in graph.input:

@@ -123,3 +123,23 @@ def find_node(graph: onnx.GraphProto, name: str) -> tuple[str, int, onnx.NodePro
         more = f" (+{len(same_op) - 5} more)" if len(same_op) > 5 else ""
         message += f"; {printable(op_type)} nodes: {', '.join(map(printable, same_op[:5]))}{more}"
     raise NodeNotFoundError(message)
+
+
+class FreshNames:
+    """Fresh value and node names that collide with nothing in the model."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.taken: set[str] = set()
+        for _, graph in subgraphs(model.graph):
+            self.taken.update(v.name for v in (*graph.input, *graph.output, *graph.initializer))
+            for node in graph.node:
+                self.taken.update((node.name, *node.input, *node.output))
+
+    def fresh(self, base: str) -> str:
+        """`base`, else `base_2`, `base_3`, ...: the first name not taken, which is taken from then on."""
+        name, k = base, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name

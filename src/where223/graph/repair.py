@@ -20,7 +20,7 @@ import onnx
 from where223.errors import printable
 from where223.graph.dtypes import elem_type_of, short_type, tensor_type_string
 from where223.graph.lint import Binding, FindingKind, Violation, lint_model, lint_types
-from where223.graph.loading import ModelLike, load_model, subgraphs
+from where223.graph.loading import FreshNames, ModelLike, load_model, subgraphs
 from where223.graph.types import model_types
 
 _EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroom for the graph
@@ -58,26 +58,7 @@ class Change:
         )
 
 
-class _Names:
-    """Fresh value and node names that collide with nothing in the model."""
-
-    def __init__(self, model: onnx.ModelProto) -> None:
-        self.taken: set[str] = set()
-        for _, graph in subgraphs(model.graph):
-            self.taken.update(v.name for v in (*graph.input, *graph.output, *graph.initializer))
-            for node in graph.node:
-                self.taken.update((node.name, *node.input, *node.output))
-
-    def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
-
-
-def _cast(source: str, target: str, names: _Names) -> onnx.NodeProto:
+def _cast(source: str, target: str, names: FreshNames) -> onnx.NodeProto:
     value = names.fresh(f"{source}_where223_{short_type(target)}")
     return onnx.helper.make_node(
         "Cast", [source], [value], name=names.fresh(f"{value}/Cast"), to=elem_type_of(target)
@@ -104,7 +85,7 @@ class _Editor:
         self.model = onnx.ModelProto()
         self.model.CopyFrom(model)
         self.graphs = dict(subgraphs(self.model.graph))
-        self.names = _Names(self.model)
+        self.names = FreshNames(self.model)
         self.before: dict[tuple[str, int], list[onnx.NodeProto]] = {}
         self.after: dict[tuple[str, int], list[onnx.NodeProto]] = {}
         self.shared: dict[tuple[str, str, str], onnx.NodeProto] = {}
