@@ -87,6 +87,8 @@ USER_ERRORS = {
     "run: unknown notebook": lambda t, m: ["run", "--params", _plan(t, "runs: [{notebook: 99_nothing}]\n")],
     "run: --only selects nothing": lambda t, m: ["run", "--only", "99"],
     "run: --only empty": lambda t, m: ["run", "--only", ""],
+    "run: unknown kernel": lambda t, m: ["run", "--only", "01", "--kernel", "nokernel", "--output-root", t / "out"],
+    "repair: --ort-timeout not above 0": lambda t, m: ["repair", m, t / "out.onnx", "--ort-timeout", "0"],
     "report: missing outputs folder": lambda t, m: ["report", "--outputs", t / "absent"],
     "matrix: unknown torch": lambda t, m: ["matrix", "--torch", "9.9.9", "--aggregate-only"],
     "matrix: bad deadline": lambda t, m: ["matrix", "--deadline", "tomorrow"],
@@ -104,6 +106,22 @@ def test_user_errors_are_one_line_and_exit_2(case, tmp_path, model_path, capsys)
     _one_line_error(code, err, argv[0])
     assert model_path.read_bytes() == before  # the input is never written over by mistake
     assert not (tmp_path / "missing").exists() and not (tmp_path / "new").exists()  # no folder was created
+
+
+def test_ctrl_c_in_run_is_one_line_exit_130_and_publishes_nothing(tmp_path, monkeypatch, capsys):
+    import papermill
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    root = tmp_path / "out"
+    root.mkdir()
+    code, out, err = _call(["run", "--only", "01", "--output-root", root], capsys)
+    assert code == 130
+    assert err.count("\n") == 1 and err.startswith("where223 run: interrupted (Ctrl-C)"), err
+    published = [p for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0] not in ("failed", ".lock")]
+    assert published == []
 
 
 def test_unknown_command_is_one_line(capsys):
@@ -255,7 +273,10 @@ def _command_line_in(source: str) -> list[str]:
 def test_no_library_module_parses_arguments_or_prints():
     """argparse and print live in cli.py; worker entry points (run as `python -m` in other environments or
     before .venv exists) keep a small main, and their docstrings say why."""
-    workers = {"study/matrix_cell.py", "study/architecture_cell.py", "gpt2/releases.py", "pipeline/installer.py"}
+    workers = {
+        "study/matrix_cell.py", "study/architecture_cell.py", "gpt2/releases.py", "pipeline/installer.py",
+        "graph/ort_child.py",
+    }  # fmt: skip
     package = ROOT / "src" / "where223"
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package).as_posix()

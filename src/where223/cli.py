@@ -7,20 +7,24 @@ loads torch. Library modules return data and raise; only this module prints.
 
 Exit status: 0 done, 1 the tool worked and found something (violations, no recorded source, a model it cannot
 repair, a notebook that failed), 2 a usage or file error, told in one line on stderr (`where223 CMD: ...`);
-`lint` adds 3, incomplete: nothing found, but not every node could be checked.
+`lint` adds 3, incomplete: nothing found, but not every node could be checked. Ctrl-C: one line, exit 130;
+SIGTERM: one line, exit 143; either way temporary files are removed and nothing is published.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import datetime as dt
 import importlib.util
 import inspect
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
@@ -83,6 +87,17 @@ def _progress(line: str) -> None:
 
 def _complain(command: str, message: str) -> None:
     print(f"where223 {command}: {printable(message, ERROR_LIMIT)}", file=sys.stderr, flush=True)
+
+
+ORT_TIMEOUT_S = 60.0  # default time ONNX Runtime may take to create a session for `repair`'s result
+
+
+def positive_float(text: str) -> float:
+    """An option's value as a float above 0."""
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
+    return value
 
 
 def non_negative_int(text: str) -> int:
@@ -285,6 +300,10 @@ class Repair(Command):
             help="cast target: 'output' (the type the node's output already has, default) or an ONNX "
             "type name such as float, float16, bfloat16",
         )
+        parser.add_argument(
+            "--ort-timeout", type=positive_float, default=ORT_TIMEOUT_S, metavar="SECONDS",
+            help=f"time ONNX Runtime may take to judge the result (default {ORT_TIMEOUT_S:g}; then: timeout, exit 1)",
+        )  # fmt: skip
 
     @staticmethod
     def output_path(args: argparse.Namespace) -> Path:
@@ -293,7 +312,8 @@ class Repair(Command):
         if args.in_place:
             if args.output is not None and not _same_file(Path(args.output), source):
                 raise UsageError("--in-place overwrites the input: give no output")
-            return _writable_file(args.input)
+            # a symlinked input: the file it points to is rewritten, the link stays a link
+            return _writable_file(str(source.resolve()) if source.is_symlink() else args.input)
         if args.output is None:
             raise UsageError("name the output file, or pass --in-place to overwrite the input")
         output = _writable_file(args.output)
@@ -333,12 +353,16 @@ class Repair(Command):
         _say(f"re-lint: no type-binding conflict left{left}")
         for violation in remaining:
             _say(f"  {violation.message()}")
-        judgement = judge(output)
+        judgement = judge(output, timeout_s=args.ort_timeout)  # in a child process: bounded, and no torch here
         if judgement.verdict == OrtVerdict.MISSING_KERNEL:
             _say(
                 "ONNX Runtime accepts the repaired model's types; this machine cannot execute it: "
                 + printable((judgement.message or "").strip(), ERROR_LIMIT)
             )
+        elif judgement.verdict == OrtVerdict.TIMEOUT:
+            unchecked = f"{output} is written but unchecked: {judgement.message}"
+            _complain("repair", f"{unchecked} (--ort-timeout to wait longer)")
+            return 1
         elif judgement.verdict != OrtVerdict.ACCEPTED:
             _complain("repair", f"ONNX Runtime refuses the repaired model: {judgement.message}")
             return 1
@@ -594,6 +618,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is so that `finally` blocks (temporary files) run as for Ctrl-C."""
+
+
+@contextlib.contextmanager
+def _terminate_as_exception() -> Iterator[None]:
+    """While the command runs, SIGTERM raises Terminated instead of ending the process at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the command, and turn a usage or file error into one line and exit 2."""
     try:
@@ -605,7 +650,14 @@ def main(argv: list[str] | None = None) -> int:
         _complain(name, f"unrecognized arguments: {' '.join(unknown)} (see where223 {name} --help)")
         return 2
     try:
-        return COMMANDS[name].run(args)
+        with _terminate_as_exception():
+            return COMMANDS[name].run(args)
+    except KeyboardInterrupt:
+        _complain(name, "interrupted (Ctrl-C): temporary files removed, nothing published")
+        return 130
+    except Terminated:
+        _complain(name, "terminated (SIGTERM): temporary files removed, nothing published")
+        return 143
     except BrokenPipeError:  # e.g. `where223 lint big.onnx | head`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

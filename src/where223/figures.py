@@ -14,6 +14,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from where223.files import atomic_path
+
 PNG_DPI = 150
 # Font sizes in points, smallest first. A figure is read at most DISPLAY_WIDTH_PX wide (GitHub's Markdown column,
 # an HTML export's cell), where its smallest text must stay MIN_TEXT_PX tall: at PNG_DPI a figure may then be
@@ -50,19 +52,22 @@ def smallest_text_pt(figure: Figure) -> float:
 def save_figure(figure: Figure, path_stem: str | os.PathLike[str]) -> list[Path]:
     """Write `figure` as PATH_STEM.png and PATH_STEM.svg, byte-stable across runs (no date, fixed ids).
 
-    The PNG records its smallest font size (SMALLEST_TEXT_KEY), which `displayed_text_px` reads back.
+    The PNG records its smallest font size (SMALLEST_TEXT_KEY), which `displayed_text_px` reads back. Each file
+    is written atomically (`where223.files.atomic_path`): a symlink at either path is replaced, never followed.
     """
     FigureCanvasAgg(figure)
     paths = [Path(f"{os.fspath(path_stem)}.png"), Path(f"{os.fspath(path_stem)}.svg")]
-    paths[0].parent.mkdir(parents=True, exist_ok=True)
     with matplotlib.rc_context({"svg.hashsalt": _SVG_HASH_SALT}):
-        figure.savefig(
-            paths[0],
-            dpi=PNG_DPI,
-            bbox_inches="tight",
-            metadata={SMALLEST_TEXT_KEY: f"{smallest_text_pt(figure):g}"},
-        )
-        figure.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
+        with atomic_path(paths[0]) as partial:
+            figure.savefig(
+                partial,
+                format="png",
+                dpi=PNG_DPI,
+                bbox_inches="tight",
+                metadata={SMALLEST_TEXT_KEY: f"{smallest_text_pt(figure):g}"},
+            )
+        with atomic_path(paths[1]) as partial:
+            figure.savefig(partial, format="svg", bbox_inches="tight", metadata={"Date": None})
     return paths
 
 

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from where223.cli import main
-from where223.graph.blame import Frame, blame, parse_stack
+from where223.graph.blame import OUTSIDE_ROOTS, Frame, blame, parse_stack
 from where223.graph.loading import NodeNotFoundError
 
 SOURCE = textwrap.dedent(
@@ -46,7 +46,9 @@ def _model_with_doc(doc_string: str, metadata: dict[str, str] | None = None) -> 
 
 
 @pytest.fixture
-def source_file(tmp_path):
+def source_file(tmp_path, monkeypatch):
+    """The model's source, in a folder on sys.path: a known root, so blame may read it."""
+    monkeypatch.syspath_prepend(str(tmp_path))
     path = tmp_path / "block_code.py"
     path.write_text(SOURCE)
     return path
@@ -81,8 +83,8 @@ def test_torchscript_doc_string(source_file):
         ),
     ]
     assert result.frames[-1] == Frame(
-        "/home/someone/run.py", 10, "<module>", None
-    )  # unreadable file: no code
+        "/home/someone/run.py", 10, "<module>", None, OUTSIDE_ROOTS
+    )  # outside the known roots: not read, no code
     text = result.format()
     assert f"{source_file}:4 in attention" in text and "(5 frames of torch call and export machinery" in text
 

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import onnx
@@ -100,3 +101,53 @@ def test_the_neighbourhood_is_a_typed_model_of_its_own(tmp_path):
     where = model.graph.node[names.index(REJECTED)]
     # the conflict Netron shows: float scores beside a bfloat16 mask value
     assert {typed[where.input[1]], typed[where.input[2]]} == {onnx.TensorProto.FLOAT, onnx.TensorProto.BFLOAT16}
+
+
+def _get(url: str, path: str, host: str | None = None) -> tuple[int, bytes]:
+    """GET `path` from the viewer at `url`, with the Host header given (http.client sends the real one otherwise)."""
+    import http.client
+
+    address = urllib.parse.urlparse(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=5)
+    try:
+        connection.putrequest("GET", path, skip_host=host is not None)
+        if host is not None:
+            connection.putheader("Host", host)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_the_page_escapes_the_model_file_name(clean_model, tmp_path):
+    """A downloaded model named to inject HTML: its name reaches the page escaped; the control, a plain name,
+    reaches it as it is."""
+    evil = tmp_path / 'x"><img src=x onerror=alert(1)>.onnx'
+    onnx.save(clean_model, str(evil))
+    with serving(evil) as url:
+        status, page = _get(url, "/")
+    assert status == 200
+    assert b"<img" not in page and b"&lt;img src=x onerror=alert(1)&gt;" in page
+    plain = tmp_path / "x.onnx"
+    onnx.save(clean_model, str(plain))
+    with serving(plain) as url:
+        assert b'<meta name="name" content="x.onnx">' in _get(url, "/")[1]
+
+
+def test_only_requests_for_this_machine_by_name_are_answered(clean_model, save):
+    """DNS rebinding: a page on another name that resolves to 127.0.0.1 sends its own Host; it gets 421."""
+    with serving(save(clean_model)) as url:
+        port = urllib.parse.urlparse(url).port
+        assert _get(url, "/", f"127.0.0.1:{port}")[0] == 200
+        assert _get(url, "/", f"localhost:{port}")[0] == 200
+        for host in (f"attacker.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}", ""):
+            assert _get(url, "/", host)[0] == 421, host
+
+
+def test_a_nul_in_the_path_is_a_bad_request(clean_model, save):
+    with serving(save(clean_model)) as url:
+        assert _get(url, "/%00")[0] == 400
+        assert _get(url, "/x%00.js")[0] == 400
+        assert _get(url, "/no-such-file.js")[0] == 404  # the control: an ordinary miss
+        assert _get(url, "/")[0] == 200

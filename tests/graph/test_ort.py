@@ -84,6 +84,7 @@ def test_verdicts_read_as_their_values():
         "type_error",
         "missing_kernel",
         "other_error",
+        "timeout",
     ]
     assert {v for v in OrtVerdict if v.types_accepted} == {OrtVerdict.ACCEPTED, OrtVerdict.MISSING_KERNEL}
 

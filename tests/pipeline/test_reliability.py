@@ -14,7 +14,7 @@ import yaml
 from tests.conftest import TINY, load_json, run_name, run_notebook
 from where223.pipeline import records
 from where223.pipeline.paths import ROOT
-from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, execute, load_plan
+from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, UnknownKernelError, execute, load_plan
 
 VOLATILE = {"timing", "environment"}
 
@@ -248,7 +248,7 @@ def test_failed_run_keeps_previous_outputs_and_its_executed_copy(tmp_path: Path)
 
 
 def test_missing_kernel_says_what_to_do(tmp_path: Path):
-    with pytest.raises(RuntimeError, match="Jupyter kernel 'no-such-kernel' is not installed.*run `make setup`"):
+    with pytest.raises(UnknownKernelError, match="Jupyter kernel 'no-such-kernel' is not installed.*run `make setup`"):
         execute(PlannedRun("01_reproduce", {}), output_root=tmp_path, kernel="no-such-kernel")
 
 

@@ -4,13 +4,21 @@
 doc_string, innermost frame first, one `FILE(LINE): FUNCTION` per line. Stacks written as Python
 tracebacks (`File "FILE", line LINE, in FUNCTION`), in the doc_string or in a node metadata_props entry
 whose key mentions "stack", are read too.
+
+The stack is the model's word, not ours: a code line is read only from a `.py` file that resolves, after
+symlinks, inside one of the known source roots (the running interpreter's absolute `sys.path` entries and the
+where223 repository). Any other file a frame names (`/proc/self/environ`, `/etc/passwd`, `../../x`) is shown by
+name only, with "(source not shown: outside the known roots)", and never opened.
 """
 
 from __future__ import annotations
 
 import linecache
+import os
 import re
+import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -26,6 +34,43 @@ _TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), 
 _MACHINERY = re.compile(r"(^|[/\\])torch[/\\](jit|onnx)[/\\]")
 # nn.Module.__call__ plumbing between a module's forward and its caller
 _PLUMBING = re.compile(r"(^|[/\\])torch[/\\]nn[/\\]modules[/\\]module\.py$")
+OUTSIDE_ROOTS = "source not shown: outside the known roots"
+# the checkout where223 runs from: src/where223/graph/blame.py -> the folder holding pyproject.toml
+_REPOSITORY = Path(__file__).resolve().parents[3]
+
+
+def source_roots() -> list[Path]:
+    """The folders whose `.py` files blame may read: absolute `sys.path` entries, and the repository."""
+    roots = [Path(entry) for entry in sys.path if entry and os.path.isabs(entry)]
+    if (_REPOSITORY / "pyproject.toml").is_file():
+        roots.append(_REPOSITORY)
+    resolved = []
+    for root in roots:
+        try:
+            if root.is_dir():
+                resolved.append(root.resolve())
+        except OSError:
+            continue
+    return list(dict.fromkeys(resolved))
+
+
+def readable_source(file: str, roots: list[Path] | None = None) -> Path | None:
+    """The `.py` file a frame names, resolved, when it lies inside a known root; None otherwise.
+
+    A relative name (portable exports write paths relative to site-packages) is looked up in each root.
+    """
+    if not file or "\0" in file:
+        return None
+    roots = source_roots() if roots is None else roots
+    candidates = [Path(file)] if os.path.isabs(file) else [root / file for root in roots]
+    for candidate in candidates:
+        try:
+            resolved = candidate.resolve()
+            if resolved.suffix == ".py" and resolved.is_file() and any(resolved.is_relative_to(r) for r in roots):
+                return resolved
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 @dataclass(frozen=True)
@@ -36,9 +81,11 @@ class Frame:
     line: int
     function: str
     code: str | None
+    note: str = ""  # why no code is shown, when the file was not read (OUTSIDE_ROOTS)
 
     def __str__(self) -> str:
-        return f"{printable(self.file)}:{self.line} in {printable(self.function)}"
+        note = f" ({self.note})" if self.note else ""
+        return f"{printable(self.file)}:{self.line} in {printable(self.function)}{note}"
 
 
 @dataclass
@@ -95,17 +142,19 @@ def parse_stack(text: str) -> list[Frame]:
     """The frames in a recorded stack, either torch's `FILE(LINE): FUNCTION` or traceback lines."""
     frames: list[Frame] = []
     lines = text.splitlines()
+    roots = source_roots()
     for i, raw in enumerate(lines):
         match = _TORCHSCRIPT_FRAME.match(raw.strip()) or _TRACEBACK_FRAME.match(raw)
         if not match:
             continue
         file, line = match["file"], int(match["line"])
-        # a relative path (portable exports) is looked up along sys.path, where site-packages lies
-        code = linecache.getline(file, line).strip() or None
+        source = readable_source(file, roots)
+        code = linecache.getline(str(source), line).strip() or None if source is not None else None
+        note = "" if source is not None else OUTSIDE_ROOTS
         following = lines[i + 1].strip() if i + 1 < len(lines) else ""
         if code is None and match.re is _TRACEBACK_FRAME and following and not following.startswith("File "):
-            code = following
-        frames.append(Frame(file=file, line=line, function=match["function"].strip(), code=code))
+            code, note = following, ""  # the traceback's own copy of the line, from the stack text itself
+        frames.append(Frame(file=file, line=line, function=match["function"].strip(), code=code, note=note))
     return frames
 
 

@@ -17,6 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
+from where223.errors import printable
 from where223.figures import TEXT_SIZE, TITLE_SIZE, new_figure, save_figure
 from where223.graph.blame import blame
 from where223.graph.dtypes import short_type
@@ -35,6 +36,8 @@ _REDUCED = ("float16", "bfloat16")
 
 # Longest line of text inside a node's box, in characters: longer scopes are cut in the middle.
 _BOX_CHARS = 16
+# Characters of a node or subgraph name in a title (a model's names can be a megabyte long).
+TITLE_NAME_LIMIT = 80
 # Inches per layer of a neighbourhood and per row of a grid: small enough for MIN_TEXT_PX at page width.
 _LAYER_WIDTH = 1.75
 _ROW_HEIGHT = 0.2
@@ -71,15 +74,29 @@ def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list
     nodes = list(scope.graph.node)
     producer: dict[str, str] = {}
     full = nx.DiGraph()
+    # one key per drawn node: a node's label, made unique when two nodes share a name (or a name looks like a
+    # source's key), so that a model cannot merge two nodes into one (and make a cycle of them)
+    keys: list[str] = []
+
+    def unique(key: str) -> str:
+        candidate, k = key, 1
+        while candidate in full:
+            k += 1
+            candidate = f"{key} #{k}"
+        return candidate
+
     for index, node in enumerate(nodes):
-        label = node_label(node, index)
+        label = unique(node_label(node, index))
+        keys.append(label)
         full.add_node(label, kind="op", op_type=node.op_type, name=node.name)
         producer.update({out: label for out in node.output if out})
     graph_outputs = {v.name for v in scope.graph.output}
     graph_inputs = {v.name for v in scope.graph.input}
     initializers = {t.name for t in scope.graph.initializer}
-    offending = {(v.node, b.io, b.name) for v in violations if v.subgraph == path for b in v.offending}
-    bad_nodes = {v.node for v in violations if v.subgraph == path}
+    here = [v for v in violations if v.subgraph == path and v.node_index < len(nodes)]
+    offending = {(keys[v.node_index], b.io, b.name) for v in here for b in v.offending}
+    bad_nodes = {keys[v.node_index] for v in here}
+    sources: dict[str, str] = {}
 
     def connect(source: str, target: str, value: str, conflict: bool) -> None:
         data = full.get_edge_data(source, target)
@@ -91,7 +108,7 @@ def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list
         data["conflict"] = data["conflict"] or conflict
 
     for index, node in enumerate(nodes):
-        label = node_label(node, index)
+        label = keys[index]
         for value in (v for v in node.input if v):
             source = producer.get(value)
             if source is None:
@@ -99,18 +116,21 @@ def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list
                     kind = "initializer"
                 else:
                     kind = "input" if value in graph_inputs else "outer"
-                source = f"{kind}:{value}"
-                full.add_node(source, kind=kind, op_type=kind, name=value)
+                if (kind, value) not in sources:
+                    sources[(kind, value)] = unique(f"{kind}:{value}")
+                    full.add_node(sources[(kind, value)], kind=kind, op_type=kind, name=value)
+                source = sources[(kind, value)]
             conflict = (label, "input", value) in offending or (source, "output", value) in offending
             connect(source, label, value, conflict)
         for value in (v for v in node.output if v in graph_outputs):
-            sink = f"output:{value}"
-            full.add_node(sink, kind="output", op_type="output", name=value)
-            connect(label, sink, value, (label, "output", value) in offending)
+            if ("output", value) not in sources:
+                sources[("output", value)] = unique(f"output:{value}")
+                full.add_node(sources[("output", value)], kind="output", op_type="output", name=value)
+            connect(label, sources[("output", value)], value, (label, "output", value) in offending)
     for label in bad_nodes & set(full.nodes):
         full.nodes[label]["violation"] = True
 
-    centre = node_label(nodes[centre_index], centre_index)
+    centre = keys[centre_index]
     seen = {centre: 0}
     queue = deque([centre])
     undirected = full.to_undirected(as_view=True)
@@ -173,8 +193,9 @@ def _draw_on(ax: Axes, graph: nx.DiGraph, title: str) -> None:
     """
     positions = layered_layout(graph)
     for n, d in graph.nodes(data=True):
-        name = _short_name(d["name"] or n) if d["kind"] == "op" else _cut(d["name"])
-        label = f"{d['op_type'] if d['kind'] == 'op' else d['kind']}\n{name}"
+        # names and op types come from the model: escaped (no control characters reach the SVG) and cut
+        name = _short_name(printable(d["name"] or n)) if d["kind"] == "op" else _cut(printable(d["name"]))
+        label = f"{_cut(printable(d['op_type'])) if d['kind'] == 'op' else d['kind']}\n{name}"
         fill = "#fbd5d5" if d.get("violation") else ("#e8eef7" if d["kind"] == "op" else "#eeeeee")
         border = CONFLICT_COLOUR if d.get("violation") else ("#1f3b73" if n == graph.graph.get("centre") else "#888888")
         ax.text(
@@ -184,6 +205,7 @@ def _draw_on(ax: Axes, graph: nx.DiGraph, title: str) -> None:
             ha="center",
             va="center",
             zorder=3,
+            parse_math=False,  # a `$` in a model's name is text, not mathtext to parse
             bbox={"boxstyle": "square,pad=0.4", "fc": fill, "ec": border, "lw": 1.5},
         )
     edge_colours = [CONFLICT_COLOUR if d["conflict"] else "#555555" for _, _, d in graph.edges(data=True)]
@@ -213,7 +235,7 @@ def _draw_on(ax: Axes, graph: nx.DiGraph, title: str) -> None:
         text.set_zorder(4)
         if graph.edges[u, v]["conflict"]:
             text.set_color(CONFLICT_COLOUR)
-    ax.set_title(title, fontsize=TITLE_SIZE)
+    ax.set_title(title, fontsize=TITLE_SIZE, parse_math=False)
     ax.set_axis_off()
     ax.margins(0.12, 0.15)
 
@@ -264,8 +286,9 @@ def _render(
 ) -> list[Path]:
     graph = neighbourhood(types, node_name, hops, violations)
     figure = new_figure(_figure_size(graph))
-    where = f" in {graph.graph['subgraph']}" if graph.graph["subgraph"] else ""
-    _draw_on(figure.add_subplot(1, 1, 1), graph, f"{node_name}{where}: {hops}-hop neighbourhood")
+    where = f" in {printable(graph.graph['subgraph'], TITLE_NAME_LIMIT)}" if graph.graph["subgraph"] else ""
+    title = f"{printable(node_name, TITLE_NAME_LIMIT)}{where}: {hops}-hop neighbourhood"
+    _draw_on(figure.add_subplot(1, 1, 1), graph, title)
     return save_figure(figure, path_stem)
 
 

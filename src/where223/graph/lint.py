@@ -126,6 +126,7 @@ class LintReport:
     violations: list[Violation] = field(default_factory=list)  # lint_model: roots first; lint_types: graph order
     inlined_functions: int = 0  # model-local functions inlined before checking (their nodes get new names)
     untyped_examples: list[str] = field(default_factory=list)  # the first few untyped values, as `subgraph/name`
+    notes: list[str] = field(default_factory=list)  # how the check was made, e.g. newest known schemas used
 
     @property
     def clean(self) -> bool:
@@ -157,6 +158,8 @@ class LintReport:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record."""
         record = asdict(self)
+        if not self.notes:  # records written before notes existed stay valid
+            del record["notes"]
         record["violations"] = [v.to_dict() for v in self.violations]
         record["clean"] = self.clean
         record["complete"] = self.complete
@@ -169,7 +172,7 @@ class LintReport:
             f"{self.model_path or '<model>'}: opset {self.opset}, {self.nodes_checked} nodes checked, "
             f"{self.unchecked_count} unchecked, {self.untyped_values} untyped values"
         )
-        lines = [head]
+        lines = [head, *(f"  note: {note}" for note in self.notes)]
         if self.inlined_functions:
             inlined = f"  {self.inlined_functions} model-local function(s) inlined first"
             lines.append(f"{inlined}: node names are the inliner's")
@@ -275,11 +278,12 @@ def lint_types(types: ModelTypes, model_path: str | None = None) -> LintReport:
     root or consequence (`lint_model` lists the roots first)."""
     report = LintReport(
         model_path=model_path,
-        opset=types.opsets.get(""),
-        opset_imports=dict(types.opsets),
+        opset=(types.declared_opsets or types.opsets).get(""),
+        opset_imports=dict(types.declared_opsets or types.opsets),
         nodes_checked=0,
         unchecked={},
         untyped_values=0,
+        notes=list(types.notes),
     )
     unchecked: Counter[str] = Counter()
     for scope in types.scopes.values():

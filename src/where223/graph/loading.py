@@ -1,4 +1,9 @@
-"""Opening ONNX models without their weights, with one-line errors for files that are not models."""
+"""Opening ONNX models without their weights, with one-line errors for files that are not models.
+
+Every model passes `where223.graph.guards` on the way in: recursion among its functions, an exponential
+inlining, a cycle, and external weights outside the model's folder are refused here, before onnx's own code
+(which would crash, hang or read the file) sees them.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,11 @@ import re
 from pathlib import Path
 
 import onnx
+import onnx.external_data_helper
 from google.protobuf.message import DecodeError
 
 from where223.errors import UsageError, printable
+from where223.graph import guards
 
 ModelLike = onnx.ModelProto | str | os.PathLike[str]
 
@@ -51,11 +58,13 @@ class NodeNotFoundError(UsageError, KeyError):
 def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.ModelProto, Path | None]:
     """The model and the path it came from (None for an in-memory model).
 
-    External weight data is read only when `load_weights` is true; the tensor headers (name, dtype,
-    shape) always are. Raises `UnreadableModelError` with a one-line message for anything that is not
-    a usable ONNX model.
+    External weight data is read only when `load_weights` is true, and only from regular files inside the
+    model's folder (symlinks resolved) whose recorded byte ranges exist; the tensor headers (name, dtype,
+    shape) are always read. Raises `UnreadableModelError` with a one-line message for anything that is not
+    a usable ONNX model, and `MalformedModelError` for one the guards refuse (see `where223.graph.guards`).
     """
     if isinstance(source, onnx.ModelProto):
+        _check(source, None)
         return source, None
     path = Path(source)
     if not path.exists():
@@ -63,18 +72,38 @@ def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.Mode
     if not path.is_file():
         raise UnreadableModelError(f"{path}: not a file")
     try:
-        model = onnx.load(str(path), load_external_data=load_weights)
+        model = onnx.load(str(path), load_external_data=False)
     except DecodeError as exc:
         raise UnreadableModelError(f"{path}: not an ONNX model or truncated ({exc})") from exc
-    except onnx.checker.ValidationError as exc:  # raised for external weight data that is missing or unreadable
-        raise UnreadableModelError(f"{path}: its external weight data cannot be read ({exc})") from exc
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise UnreadableModelError(f"{path}: cannot be read as ONNX ({exc})") from exc
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         raise UnreadableModelError(
             f"{path}: not an ONNX model or truncated (no ir_version, graph or opset_import)"
         )
+    _check(model, path)
+    if load_weights:
+        load_weights_into(model, path)
     return model, path
+
+
+def load_weights_into(model: onnx.ModelProto, path: Path) -> None:
+    """Read the external weight data of a model loaded from `path`, once the guards allow every file of it."""
+    try:
+        guards.check_external_data(model, path.parent)
+    except guards.StructureError as error:
+        raise UnreadableModelError(f"{path}: its external weight data cannot be read: {error}") from error
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+    except (OSError, ValueError, MemoryError, onnx.checker.ValidationError) as exc:
+        raise UnreadableModelError(f"{path}: its external weight data cannot be read ({exc})") from exc
+
+
+def _check(model: onnx.ModelProto, path: Path | None) -> None:
+    try:
+        guards.check_structure(model)
+    except guards.StructureError as error:
+        raise MalformedModelError(f"{path or '<model>'}: {error}") from error
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:

@@ -5,12 +5,17 @@ show a cookie-consent gate, then sends usage analytics. Here the page's files ar
 127.0.0.1 that removes those calls from the page's script (it refuses to serve a netron version whose calls it
 cannot find) and sends a Content-Security-Policy that lets the page reach its own origin only.
 
+The handler answers only requests addressed to it by name (a `Host` of 127.0.0.1 or localhost with its port: a
+page elsewhere that rebinds its own host name to 127.0.0.1 gets 421), puts the model's file name into the page
+escaped, and answers a path it cannot map to a file (a NUL in it, say) with 400.
+
 One viewer at a time per process: `start` replaces the one before it, the server runs on a daemon thread until
 `stop` or the end of the process (a notebook's kernel), so a notebook can be run top to bottom and still show it.
 """
 
 from __future__ import annotations
 
+import html
 import http.server
 import os
 import threading
@@ -72,26 +77,45 @@ def _handler(model: Path, pages: dict[str, bytes]) -> type[http.server.BaseHTTPR
     folder = _netron_dir().resolve()
     index = pages["index.html"].decode("utf-8")
     route = f"{MODEL_ROUTE}{urllib.parse.quote(model.name)}"
-    meta = f'<meta name="file" content="{route}">\n<meta name="name" content="{model.name}">'
+    meta = f'<meta name="file" content="{html.escape(route)}">\n<meta name="name" content="{html.escape(model.name)}">'
     index = index.replace('<meta name="version"', f'{meta}\n<meta name="version"', 1)
     served = {**pages, "index.html": index.encode("utf-8")}
     types = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".json": "application/json",
              ".png": "image/png", ".ico": "image/x-icon"}
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        def _refuse(self, status: int, reason: str) -> None:
+            body = f"{reason}\n".encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            port = self.server.server_address[1]
+            if self.headers.get("Host", "") not in {f"{HOST}:{port}", f"localhost:{port}"}:
+                self._refuse(421, "this viewer answers requests for 127.0.0.1 or localhost with its port only")
+                return
             path = urllib.parse.urlparse(self.path).path
             name = "index.html" if path == "/" else urllib.parse.unquote(path.lstrip("/"))
+            if "\0" in name or "\0" in path:
+                self._refuse(400, "bad request: a NUL in the path")
+                return
             body: bytes | None = None
             content_type = "application/octet-stream"
-            if path == route:
-                body = model.read_bytes()
-            elif name in served:
-                body, content_type = served[name], types[Path(name).suffix]
-            else:
-                file = (folder / name).resolve()
-                if file.is_relative_to(folder) and file.is_file() and file.suffix in types:
-                    body, content_type = file.read_bytes(), types[file.suffix]
+            try:
+                if path == route:
+                    body = model.read_bytes()
+                elif name in served:
+                    body, content_type = served[name], types[Path(name).suffix]
+                else:
+                    file = (folder / name).resolve()
+                    if file.is_relative_to(folder) and file.is_file() and file.suffix in types:
+                        body, content_type = file.read_bytes(), types[file.suffix]
+            except (OSError, ValueError):
+                self._refuse(400, "bad request")
+                return
             self.send_response(200 if body is not None else 404)
             self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
             self.send_header("Content-Type", content_type if body is not None else "text/plain")

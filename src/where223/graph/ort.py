@@ -2,14 +2,26 @@
 
 Only the standard library at module level: the version-matrix cells classify errors with this module inside
 other Python environments, and record readers name verdicts without loading onnx. onnx and onnxruntime are
-imported by `load_session` (and so `judge`) only.
+imported by `load_session` (and so `judge`) only, and onnxruntime without its training part
+(`import_onnxruntime`): the training build's package imports torch, 5 seconds and 550 MB before any model is
+read.
+
+ONNX Runtime's session creation has no time limit of its own and is exponential in some structures (nested
+`If`s, for one). `judge(..., timeout_s=N)` creates the session in a child process that is killed after N
+seconds, and says `timeout`.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from where223.enums import TextEnum
@@ -25,7 +37,8 @@ class OrtVerdict(TextEnum):
     WHERE_TYPE_ERROR = "where_type_error"  # Where's T bound to two types: the case under study
     TYPE_ERROR = "type_error"  # any other type refusal (a binding on another op, a type not allowed)
     MISSING_KERNEL = "missing_kernel"  # types accepted; this machine's execution provider lacks a kernel
-    OTHER_ERROR = "other_error"
+    OTHER_ERROR = "other_error"  # refused for another reason (an opset it does not support, a malformed graph)
+    TIMEOUT = "timeout"  # no decision within the time limit: the session's creation was stopped
 
     @property
     def types_accepted(self) -> bool:
@@ -122,19 +135,49 @@ def classify(message: str) -> OrtVerdict:
     return judge_message(message).verdict
 
 
+def import_onnxruntime() -> Any:
+    """onnxruntime, imported without `onnxruntime.training` when it has not been imported already.
+
+    The training build's `onnxruntime/__init__` checks its build by importing ORTModule, and so torch; with the
+    training subpackage held back for the import, that check finds no ORTModule and carries on (the inference
+    API is the same). Importing `onnxruntime.training` later still works.
+    """
+    if "onnxruntime" in sys.modules:
+        return sys.modules["onnxruntime"]
+    held = "onnxruntime.training" not in sys.modules
+    if held:
+        sys.modules["onnxruntime.training"] = None  # type: ignore[assignment]  # an import of it raises ImportError
+    try:
+        import onnxruntime
+    finally:
+        if held and sys.modules.get("onnxruntime.training", 0) is None:
+            del sys.modules["onnxruntime.training"]
+    return onnxruntime
+
+
 def load_session(model_or_path: ModelLike, providers: Sequence[str] = ("CPUExecutionProvider",)):
     """An onnxruntime.InferenceSession for a model or a path; raises ONNX Runtime's own error if it refuses."""
     import onnx
-    import onnxruntime
 
+    onnxruntime = import_onnxruntime()
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # errors only: the refusal itself is raised
     source = model_or_path.SerializeToString() if isinstance(model_or_path, onnx.ModelProto) else str(model_or_path)
     return onnxruntime.InferenceSession(source, options, providers=list(providers))
 
 
-def judge(model_or_path: ModelLike, providers: Sequence[str] = ("CPUExecutionProvider",)) -> OrtJudgement:
-    """Load a model in ONNX Runtime and say what it made of it; a refusal is returned, never raised."""
+def judge(
+    model_or_path: ModelLike,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    timeout_s: float | None = None,
+) -> OrtJudgement:
+    """Load a model in ONNX Runtime and say what it made of it; a refusal is returned, never raised.
+
+    With `timeout_s`, the session is created in a child process killed after that many seconds (verdict
+    TIMEOUT), so no model can hold the caller; a child that dies is OTHER_ERROR with its signal.
+    """
+    if timeout_s is not None:
+        return _judge_in_child(model_or_path, providers, timeout_s)
     try:
         load_session(model_or_path, providers)
     except ImportError:  # a missing onnxruntime is this environment's fault, not the model's
@@ -142,3 +185,38 @@ def judge(model_or_path: ModelLike, providers: Sequence[str] = ("CPUExecutionPro
     except Exception as error:  # ONNX Runtime's exception classes share no base but Exception
         return judge_message(str(error))
     return OrtJudgement(OrtVerdict.ACCEPTED)
+
+
+def _judge_in_child(model_or_path: ModelLike, providers: Sequence[str], timeout_s: float) -> OrtJudgement:
+    with tempfile.TemporaryDirectory(prefix="where223-judge-") as scratch:
+        if isinstance(model_or_path, (str, os.PathLike)):
+            path = os.fspath(model_or_path)
+            shown = None
+        else:
+            path = os.path.join(scratch, "model.onnx")
+            Path(path).write_bytes(model_or_path.SerializeToString())
+            shown = "<model>"
+        search = [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]  # where223 importable
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, search))}
+        command = [sys.executable, "-m", "where223.graph.ort_child", path, json.dumps(list(providers))]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout_s, env=environment, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            return OrtJudgement(
+                OrtVerdict.TIMEOUT, f"ONNX Runtime did not finish creating a session within {timeout_s:g} s: stopped"
+            )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        if done.returncode < 0:
+            died = f"ONNX Runtime died with signal {-done.returncode} {last}".strip()
+            return OrtJudgement(OrtVerdict.OTHER_ERROR, died)
+        if "ImportError" in last or "ModuleNotFoundError" in last:
+            raise ImportError(last)
+        return OrtJudgement(OrtVerdict.OTHER_ERROR, f"ONNX Runtime's check exited with {done.returncode}: {last}")
+    error = json.loads(lines[-1])["error"]
+    if error is None:
+        return OrtJudgement(OrtVerdict.ACCEPTED)
+    return judge_message(error if shown is None else error.replace(path, shown))

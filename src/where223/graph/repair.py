@@ -10,14 +10,13 @@ One Cast is shared by every node in a graph that needs the same value in the sam
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
 from where223.errors import printable
+from where223.files import temporary_folder
 from where223.graph.dtypes import elem_type_of, short_type, tensor_type_string
 from where223.graph.lint import Binding, FindingKind, Violation, lint_model, lint_types
 from where223.graph.loading import FreshNames, ModelLike, load_model, subgraphs
@@ -168,18 +167,17 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
     """Write a model atomically into an existing folder: its weights inline when they fit protobuf's limit,
     else beside it as PATH.data.
 
-    The files are written into a temporary folder beside `path`, then renamed into place (the weights first),
-    so a reader never finds a half-written model and a failed write leaves the old one intact.
+    The files are written into a temporary folder beside `path` (`where223.files.temporary_folder`, removed
+    however the write ends, and by the next write into the folder when a killed process left it), then renamed
+    into place (the weights first), so a reader never finds a half-written model and a failed write leaves the
+    old one intact. A symlink at `path` is replaced by the file, not written through.
     """
     path = Path(path)
     external = model.ByteSize() > _EXTERNAL_DATA_THRESHOLD
-    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
-    try:
+    with temporary_folder(path) as staging:
         onnx.save_model(model, str(staging / path.name), save_as_external_data=external, location=f"{path.name}.data")
         if external:
             os.replace(staging / f"{path.name}.data", path.with_name(f"{path.name}.data"))
         os.replace(staging / path.name, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return path
 

@@ -13,7 +13,7 @@ import functools
 import math
 from collections import ChainMap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
@@ -22,6 +22,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onnx.onnx_cpp2py_export import shape_inference as c_shape_inference
 
 from where223.graph.dtypes import elem_type_of, tensor_type, type_string
+from where223.graph.guards import usable_opsets
 from where223.graph.loading import ModelLike, load_model, onnx_failure, subgraph_path, subgraphs
 from where223.graph.schema import Signature, formal_pairs, op_schema, opset_imports, signature_for
 
@@ -112,11 +113,16 @@ def _main_graph_types_reader() -> tuple[type, type]:
 class _InferredTypes:
     """onnx's shape inference over a model (non-strict: gaps allowed), read per subgraph path on demand."""
 
-    def __init__(self, model: onnx.ModelProto, path: Path | None = None) -> None:
+    def __init__(self, model: onnx.ModelProto, path: Path | None = None, opsets: dict[str, int] | None = None) -> None:
         # onnx's own binding, as onnx.shape_inference.infer_shapes calls it, minus the full re-parse; a
         # model whose initializers are all small and inline goes as it is (its other fields do not affect
-        # inference)
-        source = _inference_copy(model) if _needs_inference_copy(model) else model
+        # inference). Opset versions beyond the installed onnx's are given as its newest (`opsets`).
+        declared = opset_imports(model)
+        clamp = opsets is not None and opsets != declared
+        source = _inference_copy(model) if clamp or _needs_inference_copy(model) else model
+        if clamp:
+            for entry in source.opset_import:
+                entry.version = opsets.get("" if entry.domain == "ai.onnx" else entry.domain, entry.version)
         try:
             self._inferred = c_shape_inference.infer_shapes(source.SerializeToString(), False, False, False)
         except Exception as error:  # non-strict inference still raises on models it cannot walk
@@ -163,7 +169,9 @@ class ModelTypes:
     """The scopes of a model keyed by subgraph path ("" is the main graph), with its opset imports."""
 
     scopes: dict[str, Scope]
-    opsets: dict[str, int]
+    opsets: dict[str, int]  # the versions schemas are looked up at (see `notes`)
+    declared_opsets: dict[str, int] = field(default_factory=dict)  # as the model declares them
+    notes: list[str] = field(default_factory=list)  # e.g. an opset newer than the installed onnx's schemas
 
     def type_of(self, name: str, path: str = "") -> str | None:
         """The ORT-style type of `name` as seen from the subgraph at `path`."""
@@ -185,8 +193,9 @@ class _Builder:
 
     def __init__(self, model: onnx.ModelProto, path: Path | None = None) -> None:
         self.model = model
-        self.opsets = opset_imports(model)
-        self.inferred = _InferredTypes(model, path)
+        self.declared = opset_imports(model)
+        self.opsets, self.notes = usable_opsets(self.declared)
+        self.inferred = _InferredTypes(model, path, self.opsets)
         self.scopes: dict[str, Scope] = {}
 
     def build(
@@ -281,7 +290,7 @@ class _Builder:
                         op_schema(sig.op_type, sig.domain, self.opsets[sig.domain]),
                         node,
                         {name: scope.protos[name] for name in present},
-                        opset_imports=list(self.model.opset_import),
+                        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in self.opsets.items()],
                         ir_version=self.model.ir_version,
                     )
                 )
@@ -321,4 +330,5 @@ def model_types(source: ModelLike, path: Path | None = None) -> ModelTypes:
     model, loaded_from = load_model(source)
     builder = _Builder(model, loaded_from or path)
     builder.build(model.graph, "", None)
-    return ModelTypes(scopes=builder.scopes, opsets=builder.opsets)
+    opsets = {"opsets": builder.opsets, "declared_opsets": builder.declared}
+    return ModelTypes(scopes=builder.scopes, notes=builder.notes, **opsets)

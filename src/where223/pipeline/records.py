@@ -1,59 +1,18 @@
-"""Atomic writing and reading of the JSON records every notebook leaves behind."""
+"""Writing and reading the JSON records every notebook leaves behind (atomically, through `where223.files`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from where223.files import TEMPORARY_PREFIX, atomic_path, write_atomic
 from where223.pipeline.paths import ROOT, published
 
 _SITE_PACKAGES = re.compile(r"/\S*?/site-packages/")
-# Every temporary file starts so (.gitignore hides them wherever a killed process leaves one).
-TEMPORARY_PREFIX = ".tmp-"
-
-
-def _reserve_temporary(target: Path) -> Path:
-    """Create an empty, uniquely named temporary file beside `target`, with the umask's permissions."""
-    while True:
-        candidate = target.with_name(f"{TEMPORARY_PREFIX}{secrets.token_hex(6)}-{target.name}")
-        try:
-            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        except FileExistsError:
-            continue
-        return candidate
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary path beside `path` to write the whole file to; renamed onto `path` when the block completes.
-
-    Readers of `path` see the old file or the new one, never half of one; a block that raises leaves `path`
-    untouched and removes the temporary file. The temporary name keeps `path`'s suffix (ONNX, for one, picks
-    its format from it).
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = _reserve_temporary(target)
-    try:
-        yield partial
-        os.replace(partial, target)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-
-
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
-    raw = data.encode() if isinstance(data, str) else data
-    with atomic_path(path) as partial:
-        partial.write_bytes(raw)
-    return Path(path)
+__all__ = ["TEMPORARY_PREFIX", "atomic_path", "write_atomic", "portable_text", "portable", "write_json", "read_json"]
 
 
 def portable_text(text: str) -> str:

@@ -179,13 +179,17 @@ def select(runs: list[PlannedRun], only: list[str] | None) -> list[PlannedRun]:
     return [run for run in runs if any(run.notebook.startswith(prefix) for prefix in prefixes)]
 
 
+class UnknownKernelError(UsageError, LookupError):
+    """The Jupyter kernel asked for is not installed."""
+
+
 def check_kernel(kernel: str) -> None:
     """Fail fast, saying what to do, when the Jupyter kernel is not installed."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     known = KernelSpecManager().find_kernel_specs()
     if kernel not in known:
-        raise RuntimeError(
+        raise UnknownKernelError(
             f"Jupyter kernel {kernel!r} is not installed (known: {sorted(known)}); run `make setup` "
             "or pass --kernel NAME"
         )
@@ -353,6 +357,7 @@ def run_plan(
     Holds the outputs tree's lock throughout: another writer makes it refuse at once (OutputsBusyError), or
     wait for that writer to finish with `wait`.
     """
+    check_kernel(kernel)  # before the lock and the first notebook
     done = []
     with outputs_lock(output_root, wait, progress):
         for index, run in enumerate(plan, start=1):

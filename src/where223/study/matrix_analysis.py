@@ -260,7 +260,10 @@ def notes_section(matrix: dict[str, Any]) -> str:
     cells = matrix["cells"]
     counts = dict(matrix["counts"])
     outcomes = [*OrtVerdict, *CellState]
-    summary = ", ".join(f"{counts.get(str(o), 0)} {o}" for o in outcomes if counts.get(str(o)) or o in OrtVerdict)
+    # every verdict a cell can get is counted, zero or not; a matrix cell that runs out of time is recorded as
+    # other_error (matrix_cell), so `timeout` is counted only where it occurs
+    always = [verdict for verdict in OrtVerdict if verdict != OrtVerdict.TIMEOUT]
+    summary = ", ".join(f"{counts.get(str(o), 0)} {o}" for o in outcomes if counts.get(str(o)) or o in always)
     walls = sorted(c["wall_s"] for c in cells if c.get("wall_s") is not None)
     slowest = max((c for c in cells if c.get("wall_s") is not None), key=lambda c: c["wall_s"])
     absolute = sum(bool(_ABSOLUTE_PATH.search(json_text(c))) for c in cells)

@@ -1,0 +1,119 @@
+"""Writing files so that a reader never sees half of one, and a killed writer's leftovers are cleared.
+
+Standard library only: the graph tools, the pipeline and the figures all write through here. A temporary file or
+folder is made beside its target (same filesystem, so the final rename is atomic) and named
+`.tmp-<pid>-<random>-<target name>`: the pid says which process owns it, so a later writer into the same folder
+removes what a killed one left (`remove_stale_temporaries`). The rename replaces whatever is at the target,
+a symlink included: the link itself is replaced, never the file it points to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+# Every temporary file starts so (.gitignore hides them wherever a killed process leaves one).
+TEMPORARY_PREFIX = ".tmp-"
+_OWNED = re.compile(rf"^{re.escape(TEMPORARY_PREFIX)}(?P<pid>\d+)-[0-9a-f]+-")
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this machine (one owned by another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files and folders in `folder` whose owning process no longer runs; returns them.
+
+    Entries of live processes (another writer at work) and names this module did not make are left alone.
+    """
+    removed = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _OWNED.match(entry.name)
+        if match is None or int(match["pid"]) == os.getpid() or _alive(int(match["pid"])):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def temporary_name(target: Path) -> Path:
+    """A fresh temporary name beside `target`, owned by this process, keeping `target`'s name as its end."""
+    return target.with_name(f"{TEMPORARY_PREFIX}{os.getpid()}-{secrets.token_hex(6)}-{target.name}")
+
+
+def _reserve_temporary(target: Path) -> Path:
+    """Create an empty, uniquely named temporary file beside `target`, with the umask's permissions."""
+    while True:
+        candidate = temporary_name(target)
+        try:
+            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return candidate
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside `path` to write the whole file to; renamed onto `path` when the block completes.
+
+    Readers of `path` see the old file or the new one, never half of one; a block that raises (an interrupt
+    included) leaves `path` untouched and removes the temporary file. The temporary name keeps `path`'s suffix
+    (ONNX and matplotlib, for two, pick their format from it).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(target.parent)
+    partial = _reserve_temporary(target)
+    try:
+        yield partial
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def temporary_folder(beside: str | os.PathLike[str]) -> Iterator[Path]:
+    """A fresh folder beside the file `beside`, removed with its contents when the block ends, however it ends."""
+    target = Path(beside)
+    remove_stale_temporaries(target.parent)
+    while True:
+        folder = temporary_name(target)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        break
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
+    raw = data.encode() if isinstance(data, str) else data
+    with atomic_path(path) as partial:
+        partial.write_bytes(raw)
+    return Path(path)

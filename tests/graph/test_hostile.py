@@ -1,0 +1,327 @@
+"""Untrusted models: nothing a model contains makes the graph tools read the machine, crash, hang or write
+through a link. Every case runs the command a user would run; those that crashed or hung the tools before the
+guards run in a child process with a time limit, so a regression fails the test instead of killing pytest.
+Each attack has a control beside it: the same tool on the harmless variant, so a test cannot pass by refusing
+everything."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import onnx
+import pytest
+
+from tests.graph import hostile
+from tests.test_imports import loaded_after
+from where223 import cli
+from where223.graph import blame as blame_module
+from where223.graph.draw import neighbourhood
+from where223.graph.lint import lint_model, lint_types
+from where223.graph.ort import OrtVerdict, judge
+from where223.graph.types import model_types
+from where223.pipeline.paths import ROOT
+
+LIMIT_S = 60  # a child that has not finished by then hangs: the test fails rather than waits
+
+
+def where223(*args: object, env: dict[str, str] | None = None, timeout: float = LIMIT_S) -> subprocess.CompletedProcess:
+    """`python -m where223 ARGS` in a fresh interpreter, with a time limit."""
+    return subprocess.run(
+        [sys.executable, "-m", "where223", *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def assert_one_line(done: subprocess.CompletedProcess, command: str, code: int = 2, says: str = "") -> None:
+    assert done.returncode == code, (done.returncode, done.stdout[-500:], done.stderr[-2000:])
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"where223 {command}: "), done.stderr[-2000:]
+    assert says in done.stderr
+
+
+def _one_line(code: int, err: str, command: str, says: str = "") -> None:
+    assert err.count("\n") == 1 and err.startswith(f"where223 {command}: ") and "Traceback" not in err, err
+    assert says in err, err
+
+
+def _run(argv: list[object], capsys) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- 1. no file outside the known roots is read because a model names it ------------------------------------
+
+
+@pytest.mark.parametrize("named", ["/proc/self/environ", "/etc/passwd", "../../../../../../../../proc/self/environ"])
+def test_blame_does_not_print_files_a_model_names(named, tmp_path):
+    """A doc string naming a secret file: blame shows the frame by name only, and the canary never appears."""
+    canary = f"where223-canary-{secrets.token_hex(8)}"
+    path = tmp_path / "model.onnx"
+    onnx.save(hostile.where_conflict(f"{named}(1): f\n{named}(2): g"), str(path))
+    done = where223("blame", path, "Where_223", env={**os.environ, "WHERE223_SECRET": canary})
+    assert done.returncode == 0, done.stderr
+    assert canary not in done.stdout + done.stderr
+    assert "root:" not in done.stdout  # /etc/passwd's first line
+    assert f"{named}:1 in f (source not shown: outside the known roots)" in done.stdout
+
+
+def test_blame_does_not_follow_a_py_link_out_of_the_roots(tmp_path, monkeypatch):
+    """`evil.py` inside a root, linking to /etc/passwd: resolved first, so it is outside and not read; the
+    control, a real .py file in the same root, is shown."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hostile.symlink(tmp_path / "evil.py", Path("/etc/passwd"))
+    (tmp_path / "fine.py").write_text("x = 1\nreturn_value = torch.where(mask, a, b)\n")
+    doc = f"{tmp_path / 'evil.py'}(1): f\n{tmp_path / 'fine.py'}(2): g\nevil.py(1): h"
+    frames = blame_module.blame(hostile.where_conflict(doc), "Where_223").frames
+    assert [(f.code, f.note) for f in frames] == [
+        (None, blame_module.OUTSIDE_ROOTS),
+        ("return_value = torch.where(mask, a, b)", ""),
+        (None, blame_module.OUTSIDE_ROOTS),
+    ]
+
+
+def test_blame_reads_only_py_files(tmp_path, monkeypatch):
+    """A non-.py file inside a root is not read either (a root is for source, not for data)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "secret.txt").write_text("token=abc\n")
+    frames = blame_module.blame(hostile.where_conflict(f"{tmp_path / 'secret.txt'}(1): f"), "Where_223").frames
+    assert frames[0].code is None and frames[0].note == blame_module.OUTSIDE_ROOTS
+
+
+def _weighted(folder: Path, target: Path | None = None, length: int | None = None, data: bytes = b"\0" * 8) -> Path:
+    """A model in `folder` whose weight file is `w.bin`: a link to `target`, or a file holding `data`."""
+    folder.mkdir()
+    path = hostile.with_weight(folder, "w.bin", length)
+    if target is not None:
+        hostile.symlink(folder / "w.bin", target)
+    else:
+        (folder / "w.bin").write_bytes(data)
+    return path
+
+
+def test_repair_refuses_external_data_linked_out_of_the_model_folder(tmp_path, capsys):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"CANARY-8")
+    model = _weighted(tmp_path / "downloaded", target=secret)
+    out = tmp_path / "out.onnx"
+    code, _, err = _run(["repair", model, out], capsys)
+    _one_line(code, err, "repair", "resolves outside the model's folder")
+    assert code == 2 and not out.exists()
+    # the control: the same bytes in a real file inside the folder repair as usual
+    code, _, err = _run(["repair", _weighted(tmp_path / "inside", data=b"CANARY-8"), out], capsys)
+    assert code == 0, err
+    assert b"CANARY-8" in out.read_bytes()
+
+
+def test_external_data_longer_than_its_file_is_one_line(tmp_path, capsys):
+    model = _weighted(tmp_path / "m", length=10**12)
+    code, _, err = _run(["repair", model, tmp_path / "out.onnx"], capsys)
+    _one_line(code, err, "repair", "claims 1,000,000,000,000 bytes")
+    assert code == 2
+
+
+# --- 2. hostile structure: one line and bounded time ------------------------------------------------------
+
+
+STRUCTURES = {
+    "self-recursive function": (hostile.recursive_function, "recursion is refused"),
+    "mutually recursive functions": (hostile.mutually_recursive_functions, "f -> local.functions.g ->"),
+    "25 doubling functions": (hostile.doubling_functions, "would make 33,554,432 nodes"),
+    "cycle A -> B -> A": (hostile.cycle, "has a cycle (A -> B -> A)"),
+    "node consuming its own output": (lambda: hostile.cycle(self_loop=True), "has a cycle (A -> A)"),
+    "element type 999": (hostile.unknown_element_type, "element type 999"),
+}
+
+
+@pytest.mark.parametrize("tool", ["lint", "draw", "repair"])
+@pytest.mark.parametrize("case", list(STRUCTURES))
+def test_hostile_structure_is_one_line_and_exit_2(case, tool, tmp_path):
+    build, says = STRUCTURES[case]
+    path = tmp_path / "model.onnx"
+    onnx.save(build(), str(path))
+    args = {"lint": [path], "draw": [path, "--out", tmp_path / "fig"], "repair": [path, tmp_path / "out.onnx"]}
+    done = where223(tool, *args[tool])
+    assert_one_line(done, tool, 2, says)
+    assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "fig.png").exists()
+
+
+def test_controls_for_the_structure_guards_pass(tmp_path):
+    """What the guards must let through: a short doubling chain (32 nodes inlined) and nodes listed out of order
+    that still have a topological order."""
+    assert lint_model(hostile.doubling_functions(depth=5)).nodes_checked == 32
+    assert lint_model(hostile.unsorted_but_acyclic()).clean
+
+
+def test_an_opset_beyond_the_installed_schemas_says_which_were_used(tmp_path, capsys):
+    newest = onnx.defs.onnx_opset_version()
+    for model, declared in ((hostile.huge_opset(), 2**62), (hostile.future_opset(), newest + 1)):
+        path = tmp_path / "model.onnx"
+        onnx.save(model, str(path))
+        code, out, err = _run(["lint", path], capsys)
+        assert code == 1 and err == "", err
+        assert f"note: opset {declared} of ai.onnx is newer than the installed onnx's schemas" in out
+        assert "the newest known schemas were used" in out and "Optype (Where)" in out
+    code, out, _ = _run(["lint", tmp_path / "model.onnx", "--json"], capsys)
+    assert '"notes"' in out
+    assert "newer than" not in lint_model(hostile.where_conflict()).format()  # the control: a known opset
+
+
+def test_repair_judges_with_a_time_limit(tmp_path):
+    """30 nested Ifs: ONNX Runtime's session creation would run for hours; repair stops it and says timeout."""
+    path = tmp_path / "ifs.onnx"
+    onnx.save(hostile.nested_ifs(30), str(path))
+    started = time.monotonic()
+    done = where223("repair", path, tmp_path / "out.onnx", "--ort-timeout", "3")
+    assert time.monotonic() - started < 30
+    assert_one_line(done, "repair", 1, "did not finish creating a session within 3 s")
+
+
+def test_judge_timeout_is_a_verdict_and_the_control_is_not():
+    fixed = hostile.nested_ifs(30)
+    fixed.graph.node.remove(fixed.graph.node[0])  # the Where conflict, so that the Ifs are what is judged
+    fixed.graph.output.remove(fixed.graph.output[0])
+    assert judge(fixed, timeout_s=1).verdict == OrtVerdict.TIMEOUT
+    shallow = hostile.nested_ifs(4)
+    shallow.graph.node.remove(shallow.graph.node[0])
+    shallow.graph.output.remove(shallow.graph.output[0])
+    assert judge(shallow, timeout_s=30).verdict == OrtVerdict.ACCEPTED
+    refused = judge(hostile.where_conflict(), timeout_s=30)
+    assert refused.verdict == OrtVerdict.WHERE_TYPE_ERROR and "/tmp" not in refused.message
+
+
+def test_draw_cuts_a_megabyte_name_and_tells_twins_apart(tmp_path, capsys):
+    path = tmp_path / "big.onnx"
+    onnx.save(hostile.where_conflict(node_name="W" * 1_000_000), str(path))
+    code, _, err = _run(["draw", path, "--out", tmp_path / "big"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "big.svg").stat().st_size < 200_000
+    path = tmp_path / "twins.onnx"
+    onnx.save(hostile.duplicate_names(), str(path))
+    code, _, err = _run(["draw", path, "twin", "--out", tmp_path / "twins"], capsys)
+    assert code == 0, err
+    types = model_types(hostile.duplicate_names())
+    drawn = neighbourhood(types, "twin", 2, lint_types(types).violations)
+    ops = sorted(data["op_type"] for _, data in drawn.nodes(data=True) if data["kind"] == "op")
+    assert ops == ["Add", "Cast"]  # two nodes, not one merged into a cycle
+
+
+# --- 3. files written safely --------------------------------------------------------------------------------
+
+
+def test_draw_escapes_control_characters_into_well_formed_svg(tmp_path, capsys):
+    path = tmp_path / "ctrl.onnx"
+    onnx.save(hostile.where_conflict(node_name="a\x01b\x1b[2J$\\frac{x"), str(path))
+    code, _, err = _run(["draw", path, "--out", tmp_path / "ctrl"], capsys)
+    assert code == 0, err
+    ElementTree.parse(tmp_path / "ctrl.svg")  # raises on a control character
+
+
+def test_draw_replaces_a_symlink_at_its_output_instead_of_writing_through_it(tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    hostile.symlink(tmp_path / "fig.png", victim)
+    hostile.symlink(tmp_path / "fig.svg", victim)
+    path = tmp_path / "m.onnx"
+    onnx.save(hostile.where_conflict(), str(path))
+    code, _, err = _run(["draw", path, "--out", tmp_path / "fig"], capsys)
+    assert code == 0, err
+    assert victim.read_text() == "keep me"
+    for suffix in (".png", ".svg"):
+        assert not (tmp_path / f"fig{suffix}").is_symlink() and (tmp_path / f"fig{suffix}").stat().st_size > 1000
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_repair_in_place_through_a_symlink_rewrites_its_target(tmp_path, capsys):
+    real = tmp_path / "real.onnx"
+    onnx.save(hostile.where_conflict(), str(real))
+    link = hostile.symlink(tmp_path / "link.onnx", real)
+    code, _, err = _run(["repair", link, "--in-place"], capsys)
+    assert code == 0, err
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert lint_model(real).clean
+
+
+def test_sigterm_during_repair_removes_its_temporary_folder(tmp_path):
+    model, out, ready = tmp_path / "m.onnx", tmp_path / "out.onnx", tmp_path / "ready"
+    onnx.save(hostile.where_conflict(), str(model))
+    script = (
+        "import pathlib, sys, time, onnx\nfrom where223 import cli\nreal = onnx.save_model\n"
+        "def slow(*args, **kwargs):\n    real(*args, **kwargs)\n"
+        f"    pathlib.Path({str(ready)!r}).write_text('x')\n    time.sleep(60)\n"
+        f"onnx.save_model = slow\nsys.exit(cli.main(['repair', {str(model)!r}, {str(out)!r}]))\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + LIMIT_S
+    while not ready.exists() and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), child.stderr.read() if child.poll() is not None else "no save within the limit"
+    assert list(tmp_path.glob(".tmp-*"))  # the staging folder is there while it writes
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=LIMIT_S)
+    assert child.returncode == 143, err
+    _one_line(143, err, "repair", "terminated (SIGTERM)")
+    assert not list(tmp_path.glob(".tmp-*")) and not out.exists()
+
+
+def test_the_next_repair_removes_what_a_killed_one_left(tmp_path, capsys):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = tmp_path / f".tmp-{int(dead.stdout)}-0123456789ab-out.onnx"
+    leftover.mkdir()
+    (leftover / "out.onnx").write_bytes(b"half")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        busy = tmp_path / f".tmp-{sleeper.pid}-0123456789ab-out.onnx"  # a live writer's: left alone
+        busy.mkdir()
+        model = tmp_path / "m.onnx"
+        onnx.save(hostile.where_conflict(), str(model))
+        code, _, err = _run(["repair", model, tmp_path / "out.onnx"], capsys)
+        assert code == 0, err
+        assert not leftover.exists() and busy.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_ctrl_c_in_repair_is_one_line_exit_130_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from where223.graph import repair as repair_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    model = tmp_path / "m.onnx"
+    onnx.save(hostile.where_conflict(), str(model))
+    monkeypatch.setattr(repair_module.onnx, "save_model", interrupted)
+    code, _, err = _run(["repair", model, tmp_path / "out.onnx"], capsys)
+    assert code == 130
+    _one_line(code, err, "repair", "interrupted (Ctrl-C)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+# --- 4. graph tools stay light ------------------------------------------------------------------------------
+
+
+def test_repair_never_imports_torch(tmp_path):
+    model, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(hostile.where_conflict(), str(model))
+    code = f"from where223.cli import main\nassert main(['repair', {str(model)!r}, {str(out)!r}]) == 0"
+    modules = loaded_after(code, tmp_path)
+    assert not {m for m in modules if m.split(".")[0] == "torch"}
+    assert out.exists()
+
+
+def test_judging_in_process_loads_onnxruntime_without_torch(tmp_path):
+    """The in-process judge (notebooks, sweeps) holds the training package back too; the control: importing
+    onnxruntime plainly, as before, does load torch in this stack."""
+    model = tmp_path / "m.onnx"
+    onnx.save(hostile.where_conflict(), str(model))
+    judged = loaded_after(f"from where223.graph.ort import judge\nassert judge({str(model)!r}).verdict", tmp_path)
+    assert "onnxruntime" in judged and "torch" not in judged
+    plain = loaded_after("import onnxruntime", tmp_path)
+    assert "torch" in plain or "onnxruntime.training" not in plain  # a CPU-only onnxruntime has no training
