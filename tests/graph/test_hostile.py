@@ -24,6 +24,7 @@ from where223 import cli
 from where223.graph import blame as blame_module
 from where223.graph.draw import neighbourhood
 from where223.graph.lint import lint_model, lint_types
+from where223.graph.loading import UnreadableModelError
 from where223.graph.ort import OrtVerdict, judge
 from where223.graph.types import model_types
 from where223.pipeline.paths import ROOT
@@ -118,6 +119,18 @@ def test_repair_refuses_external_data_linked_out_of_the_model_folder(tmp_path, c
     code, _, err = _run(["repair", _weighted(tmp_path / "inside", data=b"CANARY-8"), out], capsys)
     assert code == 0, err
     assert b"CANARY-8" in out.read_bytes()
+
+
+def test_onnx_runtime_is_never_handed_weights_linked_out_of_the_folder(tmp_path):
+    """ONNX Runtime reads external weights itself and follows links: judge refuses such a path before it does,
+    with or without a time limit; the control, a weight file inside the folder, is judged as usual."""
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"CANARY-8")
+    model = _weighted(tmp_path / "downloaded", target=secret)
+    for timeout_s in (None, 30):
+        with pytest.raises(UnreadableModelError, match="resolves outside the model's folder"):
+            judge(model, timeout_s=timeout_s)
+    assert judge(_weighted(tmp_path / "inside"), timeout_s=30).verdict == OrtVerdict.WHERE_TYPE_ERROR
 
 
 def test_external_data_longer_than_its_file_is_one_line(tmp_path, capsys):

@@ -111,31 +111,40 @@ def check_functions(model: onnx.ModelProto) -> None:
         )
 
 
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """The values a node reads: its inputs, and every input of the nodes in its subgraphs (outer-scope reads)."""
+    if not node.attribute:
+        return list(node.input)
+    read = list(node.input)
+    for attr in node.attribute:
+        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            read.extend(name for sub in subs for inner in _nodes_within(list(sub.node)) for name in inner.input)
+    return read
+
+
 def _cycle_in(graph: onnx.GraphProto, where: str) -> str | None:
     """A description of a cycle among the nodes of one graph, or None when they have a topological order.
 
     A node depends on the nodes that produce its inputs and the values its subgraphs read; values produced
     nowhere in this graph (inputs, initializers, outer scope, missing) are no dependency.
     """
+    nodes = list(graph.node)
+    produced = {out for node in nodes for out in node.output}
+    produced.discard("")
+    available: set[str] = set()
+    for node in nodes:  # the common case: listed in a topological order, checked in one pass
+        if any(name in produced and name not in available for name in _reads(node)):
+            break
+        available.update(node.output)
+    else:
+        return None
     producer: dict[str, int] = {}
-    for index, node in enumerate(graph.node):
+    for index, node in enumerate(nodes):
         for out in node.output:
             if out:
                 producer.setdefault(out, index)
-    needs: list[set[int]] = []
-    sorted_already = True
-    for index, node in enumerate(graph.node):
-        read = set(node.input)
-        for attr in node.attribute:
-            if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-                for sub in subs:
-                    read.update(name for inner in _nodes_within(list(sub.node)) for name in inner.input)
-        deps = {producer[name] for name in read if name in producer}
-        sorted_already = sorted_already and all(dep < index for dep in deps)
-        needs.append(deps)
-    if sorted_already:  # the common case: listed in a topological order
-        return None
+    needs = [{producer[name] for name in _reads(node) if name in producer} for node in nodes]
     waiting = [len(deps) for deps in needs]
     users: dict[int, list[int]] = {}
     for index, deps in enumerate(needs):
@@ -152,11 +161,12 @@ def _cycle_in(graph: onnx.GraphProto, where: str) -> str | None:
     if not stuck:
         return None
     # walk back along unfinished dependencies until a node repeats: that loop is a cycle
-    stuck_set, seen, current = set(stuck), [], stuck[0]
+    stuck_set, seen, current = set(stuck), {}, stuck[0]  # seen: node -> its place on the walk
     while current not in seen:
-        seen.append(current)
+        seen[current] = len(seen)
         current = min(dep for dep in needs[current] if dep in stuck_set)
-    loop = [*seen[seen.index(current) :], current][::-1]
+    walk = list(seen)
+    loop = [*walk[seen[current] :], current][::-1]
     label = [graph.node[i].name or f"<{graph.node[i].op_type} #{i}>" for i in loop]
     return f"the {where} has a cycle ({' -> '.join(label)}): a graph's nodes must have a topological order"
 
@@ -166,16 +176,13 @@ def check_acyclic(model: onnx.ModelProto) -> None:
     from where223.errors import printable
     from where223.graph.loading import subgraphs
 
-    scopes = [(path or "main graph", graph) for path, graph in subgraphs(model.graph)]
+    scopes = [(f"subgraph {path}" if path else "main graph", graph) for path, graph in subgraphs(model.graph)]
     for function in model.functions:
+        name = f"function {function.domain}.{function.name}"
         body = onnx.GraphProto(node=function.node)
-        scopes.extend(
-            (f"function {function.domain}.{function.name}" + (f"/{p}" if p else ""), g) for p, g in subgraphs(body)
-        )
+        scopes.extend((f"{name}, subgraph {path}" if path else name, graph) for path, graph in subgraphs(body))
     for where, graph in scopes:
-        found = _cycle_in(
-            graph, where if where == "main graph" or where.startswith("function") else f"subgraph {where}"
-        )
+        found = _cycle_in(graph, where)
         if found:
             raise StructureError(printable(found, 1000))
 

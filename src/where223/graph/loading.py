@@ -87,12 +87,33 @@ def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.Mode
     return model, path
 
 
-def load_weights_into(model: onnx.ModelProto, path: Path) -> None:
-    """Read the external weight data of a model loaded from `path`, once the guards allow every file of it."""
+def check_weights_of(model: onnx.ModelProto, path: Path | None) -> None:
+    """UnreadableModelError unless every external weight file of the model loaded from `path` lies inside its
+    folder (symlinks resolved) and holds the bytes it is said to; nothing is read (None: in memory, no folder)."""
+    if path is None:
+        return
     try:
         guards.check_external_data(model, path.parent)
     except guards.StructureError as error:
         raise UnreadableModelError(f"{path}: its external weight data cannot be read: {error}") from error
+
+
+def guard_for_runtime(source: str | os.PathLike[str]) -> None:
+    """Before ONNX Runtime opens the file at `source` itself: refuse what the guards refuse (MalformedModelError)
+    and external weights outside its folder (UnreadableModelError). A file that is not a readable model passes,
+    for ONNX Runtime to refuse in its own words."""
+    try:
+        model, path = load_model(source)
+    except MalformedModelError:
+        raise
+    except UnreadableModelError:
+        return
+    check_weights_of(model, path)
+
+
+def load_weights_into(model: onnx.ModelProto, path: Path) -> None:
+    """Read the external weight data of a model loaded from `path`, once the guards allow every file of it."""
+    check_weights_of(model, path)
     try:
         onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
     except (OSError, ValueError, MemoryError, onnx.checker.ValidationError) as exc:

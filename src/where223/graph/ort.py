@@ -156,9 +156,17 @@ def import_onnxruntime() -> Any:
 
 
 def load_session(model_or_path: ModelLike, providers: Sequence[str] = ("CPUExecutionProvider",)):
-    """An onnxruntime.InferenceSession for a model or a path; raises ONNX Runtime's own error if it refuses."""
+    """An onnxruntime.InferenceSession for a model or a path; raises ONNX Runtime's own error if it refuses.
+
+    A path passes the graph guards first (`where223.graph.loading`): ONNX Runtime reads a model's external
+    weights itself and follows a symlink out of its folder, so those are refused here (UnreadableModelError).
+    """
     import onnx
 
+    if not isinstance(model_or_path, onnx.ModelProto):
+        from where223.graph.loading import guard_for_runtime
+
+        guard_for_runtime(model_or_path)
     onnxruntime = import_onnxruntime()
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # errors only: the refusal itself is raised
@@ -178,9 +186,11 @@ def judge(
     """
     if timeout_s is not None:
         return _judge_in_child(model_or_path, providers, timeout_s)
+    from where223.errors import UsageError
+
     try:
         load_session(model_or_path, providers)
-    except ImportError:  # a missing onnxruntime is this environment's fault, not the model's
+    except (ImportError, UsageError):  # this environment's fault, or an input the guards refuse: not a verdict
         raise
     except Exception as error:  # ONNX Runtime's exception classes share no base but Exception
         return judge_message(str(error))
@@ -190,6 +200,9 @@ def judge(
 def _judge_in_child(model_or_path: ModelLike, providers: Sequence[str], timeout_s: float) -> OrtJudgement:
     with tempfile.TemporaryDirectory(prefix="where223-judge-") as scratch:
         if isinstance(model_or_path, (str, os.PathLike)):
+            from where223.graph.loading import guard_for_runtime
+
+            guard_for_runtime(model_or_path)  # here, so that a refusal is one line, not the child's
             path = os.fspath(model_or_path)
             shown = None
         else:
