@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from where223.pipeline.records import atomic_path, portable_text
+from where223.files import atomic_path
+from where223.pipeline.records import portable_text
 
 # Jupyter runs each cell from /tmp/ipykernel_<pid>/<hash of the code>.py: the pid changes every run.
 _KERNEL_CELL = re.compile(r"/tmp/ipykernel_\d+/")

@@ -8,11 +8,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from where223.files import TEMPORARY_PREFIX, atomic_path, write_atomic
+from where223.files import write_atomic
 from where223.pipeline.paths import ROOT, published
 
 _SITE_PACKAGES = re.compile(r"/\S*?/site-packages/")
-__all__ = ["TEMPORARY_PREFIX", "atomic_path", "write_atomic", "portable_text", "portable", "write_json", "read_json"]
 
 
 def portable_text(text: str) -> str:

@@ -21,9 +21,10 @@ from typing import Any
 import yaml
 
 from where223.errors import UsageError
+from where223.files import write_atomic
 from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, ROOT, slug
 from where223.pipeline.publish import failed_dir, outputs_lock, staged
-from where223.pipeline.records import portable_text, write_atomic
+from where223.pipeline.records import portable_text
 
 DEFAULT_PLAN = NOTEBOOKS / "plan.yaml"
 EXECUTED = "notebooks"  # the folder of executed copies and their HTML, in an outputs tree

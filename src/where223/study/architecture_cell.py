@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from where223 import files
 from where223.enums import TextEnum
 from where223.pipeline import records
 from where223.study.matrix_cell import describe_error, stage, warning_lines
@@ -306,7 +307,7 @@ def export_module(module: Any, inputs: dict[str, Any], out: Path) -> Path:
     from where223.gpt2.export import autocast, output_to, stable_doc_strings
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    with records.atomic_path(out) as partial:
+    with files.atomic_path(out) as partial:
         with autocast(DEVICE, AMP_DTYPE), output_to(out.with_suffix(".log")):
             torch.onnx.export(
                 module,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from where223 import files
 from where223.graph.ort import OrtVerdict
 from where223.pipeline import environment, paths, records
 from where223.pipeline import installer as installers
@@ -358,7 +359,7 @@ def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
     records.write_json(out_dir / "matrix.json", matrix)
     notes = out_dir / "NOTES.md"
     if notes.is_file():  # its figures follow the cells
-        records.write_atomic(notes, update_notes(notes.read_text(), matrix))
+        files.write_atomic(notes, update_notes(notes.read_text(), matrix))
     return matrix
 
 

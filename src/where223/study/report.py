@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from where223.files import write_atomic
 from where223.gpt2 import runs
 from where223.pipeline.paths import OUTPUTS
-from where223.pipeline.records import read_json, write_atomic
+from where223.pipeline.records import read_json
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, load_plan
 
 REPRODUCE, GRAPH, FIX = "01_reproduce", "02_graph", "03_fix_and_verify"
