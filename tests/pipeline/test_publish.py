@@ -171,7 +171,7 @@ def test_a_killed_run_leaves_nothing_git_sees(probe: Path, tmp_path: Path):
 
 HOLD_LOCK = """
 import fcntl, os, sys, time
-fd = os.open(os.path.join(sys.argv[1], ".lock"), os.O_RDWR | os.O_CREAT)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
 fcntl.flock(fd, fcntl.LOCK_EX)
 os.write(fd, f"{os.getpid()}\\n".encode())
 print("held", flush=True)
@@ -182,7 +182,8 @@ time.sleep(float(sys.argv[2]))
 def hold_lock(root: Path, seconds: float) -> subprocess.Popen:
     """Another process holding the tree's lock for `seconds`."""
     root.mkdir(parents=True, exist_ok=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(root), str(seconds)], stdout=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(publish.lock_path(root)), str(seconds)],
+                              stdout=subprocess.PIPE,
                               text=True)
     assert holder.stdout.readline() == "held\n"
     return holder
@@ -215,10 +216,11 @@ def test_with_wait_a_second_writer_starts_when_the_first_is_done(probe: Path, tm
 
 def test_the_lock_is_one_per_process_and_released(tmp_path: Path):
     with publish.outputs_lock(tmp_path), publish.outputs_lock(tmp_path):  # re-entrant: execute inside run_plan
-        descriptor = os.open(tmp_path / ".lock", os.O_RDWR)
+        descriptor = os.open(publish.lock_path(tmp_path), os.O_RDWR)
         with pytest.raises(BlockingIOError):
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        assert (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"
+        assert publish.lock_path(tmp_path).read_text() == f"{os.getpid()}\n"
+        assert publish.lock_path(tmp_path).parent == tmp_path.parent  # beside the tree, outside what is switched
     fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released once the outer holder is done
     os.close(descriptor)
 
@@ -292,7 +294,7 @@ def test_where223_run_refuses_in_one_line_while_another_writes(tmp_path: Path, c
         holder.wait()
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and f"(pid {holder.pid})" in error and "--wait" in error, error
-    assert sorted(path.name for path in tmp_path.iterdir()) == [".lock"]  # nothing ran
+    assert list(tmp_path.iterdir()) == []  # nothing ran
 
 
 @pytest.mark.slow

@@ -1,20 +1,34 @@
-"""Staged publication: a run writes into a staging folder; only a run that completes reaches the outputs tree.
+"""Staged, all-or-nothing publication: a run writes into a staging folder; only a run that completes reaches the
+outputs tree, and a reader of the tree sees every file of the tree before the switch or every file after it.
 
-Inside an outputs tree (`outputs/` by default):
+Inside an outputs tree `R` (`outputs/` by default):
 
-- `.staging/<run>/` is where run `<run>` writes, laid out like the tree itself; it is emptied when the run starts.
-- When the run completes, each staged file is renamed onto its place in the tree (readers see the old file or the
-  new one), then the files the run published last time and did not write now are removed, unless another run
-  published them too; `manifests/<run>.json` lists what the run published. Other runs' files are never touched.
-- When the run raises (or is interrupted), nothing in the tree changes: its staged files and the traceback
-  (`traceback.txt`) are kept under `failed/<run>/`; the next success of the same run clears them.
-- `.lock` serialises writers: one process at a time stages and publishes into a tree.
+- `R/.staging/<run>/` is where run `<run>` writes, laid out like the tree itself; it is emptied when the run starts.
+- `R/manifests/<run>.json` lists what the run published last. Other runs' files are never touched.
+- `R/failed/<run>/` keeps a failed run's staged files and its traceback (`traceback.txt`); the next success of
+  the same run clears it.
 
-`.staging/`, `failed/` and `.lock` are git-ignored; a killed run leaves its files in `.staging/` only.
+Beside the tree, in its parent folder (outside what is switched, so they survive it):
+
+- `.<R>.lock` serialises writers: one process at a time stages into, publishes into or writes records into a tree.
+- `.<R>.next/` is the next tree while a publish builds it; `.<R>.old/` the previous one while it is set aside.
+
+Publishing builds the next tree as hard links to every file of the tree (nothing is copied; files are only ever
+replaced, never changed in place) with the run's staged files linked over them, its stale files left out and its
+manifest written, then swaps it with the tree in one `renameat2(RENAME_EXCHANGE)` and removes the previous tree.
+Before the swap nothing in the tree changed: a failure leaves it as it was and moves the staged files to
+`failed/<run>/`. Where the filesystem cannot exchange, the tree is renamed aside and the next one renamed in, and a
+failure between the two renames the old tree back; a reader may then find no tree for that instant, never a mix.
+A writer killed at any step leaves the tree old or new; the next writer to take the lock removes what it left
+(and renames an old tree set aside back, should the tree be missing). The tree must be one filesystem: a mount
+inside it (a read-only bind mount, say) makes every publish fail, leaving the tree as it was. `.staging/`,
+`failed/` and the lock, next and old paths are git-ignored.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -28,7 +42,6 @@ from where223.errors import UsageError
 from where223.pipeline.paths import FAILED, OUTPUTS, STAGING
 from where223.pipeline.records import write_json
 
-LOCK = ".lock"
 MANIFESTS = "manifests"
 
 # The locks this process holds, by tree: (open lock file, depth), so that nested holders share one lock.
@@ -39,28 +52,66 @@ class OutputsBusyError(UsageError, RuntimeError):
     """Another process is writing into the same outputs tree."""
 
 
+class PublishError(UsageError, OSError):
+    """A completed run could not be switched into the tree: the tree is as it was, the run's files are kept."""
+
+
+def lock_path(output_root: Path = OUTPUTS) -> Path:
+    """The writers' lock of a tree, beside it."""
+    root = Path(output_root)
+    return root.parent / f".{root.name}.lock"
+
+
+def next_tree(output_root: Path = OUTPUTS) -> Path:
+    """Where a publish builds the tree that replaces `output_root`."""
+    root = Path(output_root)
+    return root.parent / f".{root.name}.next"
+
+
+def old_tree(output_root: Path = OUTPUTS) -> Path:
+    """Where the previous tree waits while the tree is renamed in (where the filesystem cannot exchange)."""
+    root = Path(output_root)
+    return root.parent / f".{root.name}.old"
+
+
 def _holder(lock_fd: int) -> str:
     """The pid the lock file names ('unknown' while the holder has not written it yet)."""
     os.lseek(lock_fd, 0, os.SEEK_SET)
     return os.read(lock_fd, 64).decode(errors="replace").strip() or "unknown"
 
 
+def recover(output_root: Path = OUTPUTS) -> None:
+    """Undo what a writer killed mid-publish left beside the tree; call with the lock held.
+
+    A tree set aside while the tree itself is missing is renamed back (the publish never completed); any other
+    next or old tree is a leftover (half built, or the previous tree half removed) and is removed.
+    """
+    root = Path(output_root)
+    old = old_tree(root)
+    if old.is_dir() and not os.path.lexists(root):
+        os.rename(old, root)
+    for leftover in (next_tree(root), old):
+        if os.path.lexists(leftover):
+            shutil.rmtree(leftover)
+
+
 @contextmanager
 def outputs_lock(
     output_root: Path = OUTPUTS, wait: bool = False, progress: Callable[[str], None] = lambda line: None
 ) -> Iterator[None]:
-    """Hold the writer's lock of an outputs tree: refuse at once (OutputsBusyError naming the holder's pid) or wait,
-    telling `progress` whom it waits for.
+    """Hold the writers' lock of an outputs tree: refuse at once (OutputsBusyError naming the holder's pid) or wait,
+    telling `progress` whom it waits for. Taking it first undoes what a killed publish left (`recover`).
 
-    Re-entrant within a process; the lock is an flock, so it goes with the process, however it ends.
+    Re-entrant within a process; the lock is an flock on a file beside the tree, so it goes with the process,
+    however it ends, and survives the tree's switch.
     """
     root = Path(output_root).resolve()
     if root in _held:
         lock_fd, depth = _held[root]
         _held[root] = (lock_fd, depth + 1)
     else:
-        root.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        root.parent.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(lock_path(root), os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -73,8 +124,14 @@ def outputs_lock(
                 ) from None
             progress(f"waiting for the where223 process writing {root} (pid {holder})")
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        os.ftruncate(lock_fd, 0)
-        os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(lock_fd, 0)
+            os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+            recover(root)
+            root.mkdir(exist_ok=True)
+        except BaseException:
+            os.close(lock_fd)
+            raise
         _held[root] = (lock_fd, 1)
     try:
         yield
@@ -115,26 +172,91 @@ def _remove_with_empty_parents(path: Path, root: Path) -> None:
         parent = parent.parent
 
 
-def publish(name: str, output_root: Path = OUTPUTS) -> list[str]:
-    """Move run `name`'s staged files into the tree, drop what only it published before, write its manifest.
+def _link_tree(source: Path, target: Path, skip: Callable[[str], bool]) -> None:
+    """Make `target` a tree of hard links to `source`'s files (symlinks linked as links), leaving out the
+    folders and files whose path relative to `source` `skip` names."""
+    def fail(error: OSError) -> None:
+        raise error  # a folder that cannot be read would otherwise be left out of the next tree
 
-    Returns the published files, relative to the tree, sorted.
+    for folder, folders, names in os.walk(source, onerror=fail):
+        relative = Path(folder).relative_to(source)
+        os.mkdir(target / relative, os.stat(folder).st_mode & 0o7777)
+        linked = [d for d in folders if os.path.islink(Path(folder) / d)]  # walked as names, not followed
+        folders[:] = [d for d in folders if d not in linked and not skip((relative / d).as_posix())]
+        for name in [*names, *linked]:
+            if not skip((relative / name).as_posix()):
+                os.link(Path(folder) / name, target / relative / name, follow_symlinks=False)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _exchange(first: Path, second: Path) -> None:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); OSError, with errno, where it cannot."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(first), None, str(second))
+
+
+def _switch(root: Path, built: Path) -> Path:
+    """Put the tree `built` at `root`; returns where the previous tree now is (to be removed)."""
+    try:
+        _exchange(root, built)
+        return built
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    aside = old_tree(root)  # no exchange here: rename the tree aside, the next one in, and back on failure
+    os.rename(root, aside)
+    try:
+        os.rename(built, root)
+    except BaseException:
+        os.rename(aside, root)
+        raise
+    return aside
+
+
+def publish(name: str, output_root: Path = OUTPUTS) -> list[str]:
+    """Switch run `name`'s staged files into the tree in one step, without what only it published before, with
+    its manifest; then remove the previous tree. Returns the published files, relative to the tree, sorted.
+
+    Raises before the switch with the tree untouched and the staging folder in place; once the switch is made the
+    run is published (the staging folder is gone from the tree) and only removing the previous tree remains.
     """
-    root = Path(output_root)
+    root = Path(output_root).resolve()
+    if os.path.ismount(root):
+        raise PublishError(
+            f"{root} is a mount point: publishing switches the whole folder, so mount the folder above it instead"
+        )
     stage = staging_dir(name, root)
     files = sorted(path.relative_to(stage).as_posix() for path in stage.rglob("*") if not path.is_dir())
-    for relative in files:
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(stage / relative, target)
     manifest = manifest_path(name, root)
     others = [path for path in manifest.parent.glob("*.json") if path != manifest]
     claimed = set().union(*(_published_files(path) for path in others))
-    for stale in sorted(_published_files(manifest) - set(files) - claimed):
-        _remove_with_empty_parents(root / stale, root)
-    write_json(manifest, {"run": name, "files": files})
-    shutil.rmtree(stage)
-    shutil.rmtree(failed_dir(name, root), ignore_errors=True)
+    stale = sorted(_published_files(manifest) - set(files) - claimed)
+    kept_failure = failed_dir(name, root).relative_to(root).as_posix()
+    built = next_tree(root)
+    shutil.rmtree(built, ignore_errors=True)
+    try:
+        _link_tree(root, built, lambda relative: relative in (STAGING, kept_failure))
+        for relative in files:
+            target = built / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.lexists(target):
+                os.unlink(target)
+            os.link(stage / relative, target, follow_symlinks=False)
+        for relative in stale:
+            _remove_with_empty_parents(built / relative, built)
+        write_json(built / manifest.relative_to(root), {"run": name, "files": files})
+        previous = _switch(root, built)
+    except BaseException:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    shutil.rmtree(previous, ignore_errors=True)  # a killed writer leaves it to the next one (`recover`)
     return files
 
 
@@ -152,15 +274,39 @@ def keep_failed(name: str, error: BaseException, output_root: Path = OUTPUTS) ->
 def staged(name: str, output_root: Path = OUTPUTS, wait: bool = False) -> Iterator[Path]:
     """Lock the tree and give run `name` an empty staging folder; publish it if the block completes.
 
-    If the block raises, the tree stays as it was and the staged files go to `failed/<name>/`.
+    If the block raises, the tree stays as it was and the staged files go to `failed/<name>/`. If publishing
+    fails, the same: the tree as it was, the new files in `failed/<name>/`, and a PublishError (one line) when
+    the cause was the filesystem.
     """
-    with outputs_lock(output_root, wait):
-        stage = staging_dir(name, output_root)
+    root = Path(output_root).resolve()
+    with outputs_lock(root, wait):
+        stage = staging_dir(name, root)
         shutil.rmtree(stage, ignore_errors=True)  # what a killed run left
         stage.mkdir(parents=True)
         try:
             yield stage
         except BaseException as error:
-            keep_failed(name, error, output_root)
+            keep_failed(name, error, root)
             raise
-        publish(name, output_root)
+        try:
+            publish(name, root)
+        except BaseException as error:
+            if not stage.is_dir():
+                raise  # switched already: published; interrupted while removing the previous tree
+            kept = keep_failed(name, error, root)
+            if isinstance(error, OSError) and not isinstance(error, UsageError):
+                where = f" ({error.filename})" if error.filename else ""
+                hint = " (a mount inside the tree? it must be one filesystem)" if error.errno == errno.EXDEV else ""
+                raise PublishError(
+                    f"publishing {name} failed: {error.strerror or error}{where}{hint}; {root} is as it was, "
+                    f"the new files are in {kept}"
+                ) from error
+            raise
+
+
+def write_record(path: Path, data: object, tree: Path) -> Path:
+    """Write the JSON record `path` straight into the published tree `tree` (a sweep's record, cell by cell),
+    holding the tree's lock: a publish in progress is waited for, since a record written while it builds the next
+    tree would be lost in the switch."""
+    with outputs_lock(tree, wait=True):
+        return write_json(path, data)

@@ -23,7 +23,7 @@ import yaml
 from where223.errors import UsageError
 from where223.files import write_atomic
 from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, ROOT, slug
-from where223.pipeline.publish import failed_dir, outputs_lock, staged
+from where223.pipeline.publish import PublishError, failed_dir, outputs_lock, staged
 from where223.pipeline.records import portable_text
 
 DEFAULT_PLAN = NOTEBOOKS / "plan.yaml"
@@ -235,10 +235,13 @@ def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_N
                 )
                 make_portable(executed)
                 export_html(executed)
+        except PublishError:
+            raise  # the run completed; its files could not be switched in (one line, the tree as it was)
         except Exception as error:  # an interrupt stays an interrupt
             kept = failed_dir(run.name, root) / EXECUTED / f"{run.name}.ipynb"
             why = f"{getattr(error, 'ename', type(error).__name__)}: {getattr(error, 'evalue', error)}"
-            raise NotebookFailedError(f"{run.notebook} failed ({why}); executed copy with traceback: {kept}") from error
+            where = f"executed copy with traceback: {kept}" if kept.is_file() else "no executed copy was written"
+            raise NotebookFailedError(f"{run.notebook} failed ({why}); {where}") from error
     return root / EXECUTED / f"{run.name}.ipynb"
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from where223 import files
 from where223.graph.ort import OrtVerdict
-from where223.pipeline import environment, paths, records
+from where223.pipeline import environment, paths, publish, records
 from where223.pipeline import installer as installers
 from where223.pipeline.worker import run_worker
 from where223.study.matrix_analysis import cell_label, update_notes, version_key
@@ -242,6 +242,12 @@ def cell_path(name: str, out_dir: Path = MATRIX_OUT) -> Path:
     return out_dir / "cells" / f"{name}.json"
 
 
+def _write(cell: Path, record: dict[str, Any]) -> Path:
+    """Write a cell's record into the tree the matrix folder lies in (`<tree>/<matrix>/cells/<cell>.json`, see
+    `cell_path`), under that tree's lock."""
+    return publish.write_record(cell, record, cell.parent.parent.parent)
+
+
 def is_done(path: Path) -> bool:
     """True when the cell has a final outcome recorded (a resumed run skips it)."""
     if not path.is_file():
@@ -315,7 +321,7 @@ def run_cell(
     if result.timed_out:
         record = placeholder(torch_version, transformers_version, exporter, OrtVerdict.OTHER_ERROR, "timeout")
         record["error"] = {**(result.error or {}), "message": f"cell did not finish within {timeout_s:.0f} s"}
-        records.write_json(out, record)
+        _write(out, record)
         return record
     if result.record is not None:
         record = result.record
@@ -323,7 +329,7 @@ def run_cell(
         record = placeholder(torch_version, transformers_version, exporter, OrtVerdict.OTHER_ERROR, "cell process died")
         record["error"] = result.error
     record["wall_s"] = result.wall_s
-    records.write_json(out, record)
+    _write(out, record)
     return record
 
 
@@ -356,10 +362,11 @@ def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
         "updated_at": _now(),
         "cells": cells,
     }
-    records.write_json(out_dir / "matrix.json", matrix)
+    publish.write_record(out_dir / "matrix.json", matrix, out_dir.parent)
     notes = out_dir / "NOTES.md"
-    if notes.is_file():  # its figures follow the cells
-        files.write_atomic(notes, update_notes(notes.read_text(), matrix))
+    with publish.outputs_lock(out_dir.parent, wait=True):
+        if notes.is_file():  # its figures follow the cells
+            files.write_atomic(notes, update_notes(notes.read_text(), matrix))
     return matrix
 
 
@@ -397,7 +404,7 @@ def build(
         if deadline and dt.datetime.now(dt.timezone.utc) >= deadline:
             for cell in todo:
                 reason = f"not run: the matrix deadline {deadline.isoformat()} was reached before this cell"
-                records.write_json(cell_path(cell_name(*cell), out_dir), placeholder(*cell, CellState.NOT_RUN, reason))
+                _write(cell_path(cell_name(*cell), out_dir), placeholder(*cell, CellState.NOT_RUN, reason))
                 counts[CellState.NOT_RUN] += 1
                 done += 1
             continue
@@ -408,17 +415,17 @@ def build(
             if env.path is None:
                 outcome = CellState.NOT_APPLICABLE if env.permanent else CellState.NOT_RUN
                 record = placeholder(*cell, outcome, env.reason or "environment build failed")
-                records.write_json(path, record)
+                _write(path, record)
             elif deadline and dt.datetime.now(dt.timezone.utc) >= deadline:
                 reason = f"not run: the matrix deadline {deadline.isoformat()} was reached before this cell"
                 record = placeholder(*cell, CellState.NOT_RUN, reason)
-                records.write_json(path, record)
+                _write(path, record)
             else:
                 side = ensure_transformers(cell[1])
                 if side.path is None:
                     outcome = CellState.NOT_APPLICABLE if side.permanent else CellState.NOT_RUN
                     record = placeholder(*cell, outcome, side.reason or "transformers install failed")
-                    records.write_json(path, record)
+                    _write(path, record)
                 else:
                     record = run_cell(env.path, side.path, *cell, path, timeout_s)
             counts[record["outcome"]] += 1
