@@ -348,8 +348,10 @@ class Repair(Command):
         _say(f"repaired {args.input} -> {output}: {len(changes)} change(s)")
         for change in changes:
             _say(f"  {change}")
-        remaining = lint_model(output).violations
-        left = f"; {len(remaining)} other finding(s) left in place:" if remaining else ", clean"
+        relinted = lint_model(output)
+        remaining = relinted.violations
+        left = (f"; {len(remaining)} other finding(s) left in place:" if remaining
+                else ", clean" if relinted.clean else ", no other finding among the nodes checked")
         _say(f"re-lint: no type-binding conflict left{left}")
         for violation in remaining:
             _say(f"  {violation.message()}")

@@ -68,6 +68,16 @@ def test_unknown_names_fail_with_the_registered_ones():
     assert (GPT2Attention._attn, GPT2Attention._upcast_and_reordered_attn) == ORIGINALS
 
 
+def test_the_wrong_scale_controls_divide_by_the_head_size_and_multiply_by_its_root():
+    """The weak control (as first built) and the strong one, both negative controls only, never offered as fixes."""
+    weights = torch.linspace(-2, 2, 8).reshape(2, 4)
+    assert torch.equal(variants.SCALES["head_size"](weights, 4.0), weights / 16)
+    assert torch.equal(variants.SCALES["product"](weights, 4.0), weights * 4)
+    assert variants.get_variant("control-head-size-scale").scale == "head_size"
+    assert {"control-wrong-scale", "control-head-size-scale"} <= set(variants.CONTROLS)
+    assert not set(variants.CONTROLS) & set(variants.VARIANTS)
+
+
 @pytest.fixture(scope="module")
 def tiny_reference():
     model = models.build_model("tiny", 0, dropout=False).eval()

@@ -110,7 +110,9 @@ def _custom_op_model(custom: bool) -> onnx.ModelProto:
 
 def test_untyped_values_are_incomplete_not_clean(save, capsys):
     report = lint_model(_custom_op_model(custom=True))
-    assert report.clean and not report.complete and report.outcome == LintOutcome.INCOMPLETE
+    # no violation, but not clean: clean means no finding and every node checked (one definition)
+    assert not report.violations and not report.clean
+    assert not report.complete and report.outcome == LintOutcome.INCOMPLETE
     assert report.unchecked == {"com.example:Mystery": 1} and report.untyped_values == 1
     assert report.untyped_examples == ["mystery\x1b[31m"]
     path = save(_custom_op_model(custom=True))
@@ -126,6 +128,7 @@ def test_the_same_model_with_a_standard_op_is_clean(save, capsys):
     """Control: Neg in place of the custom op types every value, so the same check is complete and exits 0."""
     report = lint_model(_custom_op_model(custom=False))
     assert report.complete and report.outcome == LintOutcome.CLEAN and report.untyped_examples == []
+    assert report.clean
     assert main(["lint", str(save(_custom_op_model(custom=False)))]) == 0
     assert "no type-constraint violations" in capsys.readouterr().out
 

@@ -226,9 +226,98 @@ def test_the_write_up_section_states_counts_groups_and_changes_from_the_summary(
     text = section.text()
     assert "| 4.25.1 | 2 | 2 | 2 | 2 | 2 | 0 | 0 |" in text and "| 4.26.0 | 2 | 2 | 2 | 1 | 1 | 1 | 1 |" in text
     assert "**Where** (where_type_error) from `gpt2.py:201` at `gpt2.py:201`" in text
-    assert "4.25.1: a, b; 4.26.0: b" in text
+    assert ": 2 in 4.25.1, 1 in 4.26.0 (4.25.1: a, b; 4.26.0: b)" in text, "architectures per release, not 3"
     assert "`m.py:3 bfloat16->float` ×3" in text
     assert "a where_type_error → accepted" in text
+
+
+def _failed(model_type, release, first_line, stage="build", outcome="not_built"):
+    """A record of an architecture that failed at `stage` with an error whose first line is `first_line`; every
+    such record shares the rest of the message."""
+    message = f"\n{first_line}\n`pip install something`. You may need to restart your runtime.\n"
+    return {"model_type": model_type, "release": release, "outcome": outcome, "built": stage != "build",
+            "error": {"stage": stage, "message": message}}
+
+
+def _other_outcomes(tmp_path, rows) -> list[str]:
+    """The bullets of section 6's other outcomes, written from `rows` through the summary as `make run` does."""
+    from where223.study import report
+
+    for row in rows:
+        path = tmp_path / "architectures" / row["release"] / f"{row['model_type']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(row))
+    architectures.summarize(tmp_path / "architectures")
+    (tmp_path / "architectures" / "outcomes.png").write_bytes(b"")
+    section = report.Report(tmp_path, [])
+    report.architectures(section)
+    lines = section.text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Other outcomes")) + 2
+    return [line for line in lines[start:] if line.startswith("- ")]
+
+
+TIMM = "XModel requires the timm library but it was not found in your environment."
+NATTEN = "XModel requires the natten library but it was not found in your environment."
+# Two groups differing only in the first line of their error; `one` fails alike under both releases.
+TWO_LINES = [_failed("one", "4.25.1", TIMM), _failed("one", "4.26.0", TIMM),
+             _failed("two", "4.25.1", NATTEN), _failed("three", "4.25.1", NATTEN), _failed("two", "4.26.0", NATTEN)]
+TWO_GROUPS = [f"- not_built at build: `{NATTEN}` (2 in 4.25.1, 1 in 4.26.0)",
+              f"- not_built at build: `{TIMM}` (1 in 4.25.1, 1 in 4.26.0)"]
+
+
+def test_two_first_error_lines_are_two_groups_counted_in_architectures_per_release(tmp_path):
+    assert _other_outcomes(tmp_path, TWO_LINES) == TWO_GROUPS
+
+
+def test_control_a_label_without_the_first_line_prints_two_groups_alike(tmp_path, monkeypatch):
+    from where223.study import report
+
+    monkeypatch.setattr(report, "outcome_labels", lambda groups: [f"{g['outcome']} at {g['operator']}" for g in groups])
+    shown = _other_outcomes(tmp_path, TWO_LINES)
+    assert shown != TWO_GROUPS and [line.split(" (")[0] for line in shown] == ["- not_built at build"] * 2
+
+
+def test_control_an_architecture_failing_under_both_releases_counts_once_in_each(tmp_path, monkeypatch):
+    def summed(group, releases):  # the old count: every record of the group, whatever its release
+        return {release: sum(map(len, group["by_release"].values())) for release in releases}
+
+    assert architectures.architectures_per_release({"by_release": {"4.25.1": ["one"], "4.26.0": ["one"]}},
+                                                   ["4.25.1", "4.26.0"]) == {"4.25.1": 1, "4.26.0": 1}
+    monkeypatch.setattr(architectures, "architectures_per_release", summed)
+    assert _other_outcomes(tmp_path, TWO_LINES)[1] == f"- not_built at build: `{TIMM}` (2 in 4.25.1, 2 in 4.26.0)"
+
+
+@pytest.mark.parametrize("ends", [("(timm)", "(tf32)"), ("(timm)", "(natten)")], ids=["same-length", "longer"])
+def test_first_lines_that_differ_past_the_cut_are_two_groups_with_two_labels(tmp_path, monkeypatch, ends):
+    """Lines alike for longer than the label shows (and than the 120 characters the group key once kept) are
+    still two groups, and print whole so that their labels differ by what the lines say (not only by how many
+    characters the cut left out, when one line is longer)."""
+    from where223.errors import printable
+    from where223.study import report
+
+    alike = "XModel requires " + "a library " * 13  # 146 characters in common, then the ends that differ
+    rows = [_failed(model_type, "4.25.1", alike + end) for model_type, end in zip(("one", "two"), ends, strict=True)]
+    expected = sorted(f"- not_built at build: `{alike + end!r}` (1 in 4.25.1)" for end in ends)
+    assert sorted(_other_outcomes(tmp_path / "whole", rows)) == expected
+    # control: labels cut without a look at each other show the same text before the cut
+    monkeypatch.setattr(report, "outcome_labels", lambda groups: [
+        f"{g['outcome']} at {g['operator']}: `{printable(g['what'], report.WHAT_LIMIT)}`" for g in groups])
+    cut = _other_outcomes(tmp_path / "cut", rows)
+    assert sorted(cut) != expected and len({line.split("…")[0] for line in cut}) == 1
+    # control: a key cut after 120 characters, as it once was, makes the two lines one group
+    key = architectures.failure_key
+    monkeypatch.setattr(architectures, "failure_key", lambda record: (*key(record)[:2], key(record)[2][:120]))
+    assert len(_other_outcomes(tmp_path / "merged", rows)) == 1
+
+
+def test_an_error_quoting_a_release_side_folder_groups_with_the_same_error_of_the_other_release(tmp_path):
+    line = "Expected a constant [Caused by the value # {}transformers/models/vilt/modeling_vilt.py:159:0"
+    rows = [_failed("vilt", "4.25.1", line.format(""), "export", "not_exported"),
+            _failed("vilt", "4.26.0", line.format(".cache/transformers/4.26.0/"), "export", "not_exported")]
+    assert _other_outcomes(tmp_path / "side", rows) == [
+        f"- not_exported at export: `{line.format('')}` (1 in 4.25.1, 1 in 4.26.0)"]
+    rows[1] = _failed("vilt", "4.26.0", line.format("elsewhere/"), "export", "not_exported")  # control: other folder
+    assert len(_other_outcomes(tmp_path / "elsewhere", rows)) == 2
 
 
 def test_source_notebook_is_clean_with_parameters_after_imports():

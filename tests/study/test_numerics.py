@@ -11,7 +11,16 @@ import torch
 from onnx import TensorProto, helper
 
 from where223.study.numerics import NOT_MEASURED, logits_difference, numerics_record, swapped_where
-from where223.study.verify import FAIL, PASS, REPAIRED_OUTPUTS_SPACINGS, RepairPair, coverage, repaired_outputs_check
+from where223.study.verify import (
+    FAIL,
+    PASS,
+    RepairPair,
+    coverage,
+    measure_repaired_outputs,
+    repaired_outputs_check,
+    repaired_outputs_tolerance,
+    swapped_repairs,
+)
 
 F32, BF16, I64, BOOL = TensorProto.FLOAT, TensorProto.BFLOAT16, TensorProto.INT64, TensorProto.BOOL
 WHERE = "/transformer/h.0/attn/Where"
@@ -56,19 +65,20 @@ BATCH = {
 
 def test_repaired_outputs_passes_within_tolerance_and_fails_on_its_control():
     fixed, repaired = _graph(where_in_float=False), _graph(where_in_float=True)
-    check = repaired_outputs_check([RepairPair("a toy", repaired, fixed, BATCH)], "cpu", "bf16")
-    assert check.verdict == PASS and check.value <= check.tolerance == REPAIRED_OUTPUTS_SPACINGS
-    assert "emulated bf16" in check.detail and "a toy: " in check.detail
-    both = [RepairPair("a toy", repaired, fixed, BATCH), RepairPair("its control", swapped_where(repaired), fixed,
-                                                                    BATCH)]
-    control = repaired_outputs_check(both, "cpu", "bf16")
-    assert control.verdict == FAIL and control.value > control.tolerance  # the worst model decides
-    assert "a toy: 0 = 0.00 spacings" in control.detail and "its control: " in control.detail
+    pairs = [RepairPair("a toy", repaired, fixed, BATCH, 1)]  # one Where: one block
+    measured = measure_repaired_outputs(pairs, "cpu", "bf16")
+    swapped = measure_repaired_outputs(swapped_repairs(pairs), "cpu", "bf16")
+    check = repaired_outputs_check(measured, "bf16", control=swapped)
+    assert check.verdict == PASS and check.value["a toy"] <= check.tolerance["a toy"] == repaired_outputs_tolerance(1)
+    assert "emulated bf16" in check.detail and "a toy (1 block(s)): " in check.detail
+    assert check.per_model["dropped"] == {} and check.per_model["models"]["a toy"]["control_verdict"] == FAIL
+    control = repaired_outputs_check(swapped, "bf16", control=swapped)
+    assert control.verdict == FAIL and control.value["a toy"] > control.tolerance["a toy"]
 
 
 def test_repaired_outputs_is_not_measured_never_pass_when_a_graph_fails_the_type_check():
-    pair = RepairPair("a toy", _graph(False, unfixed=True), _graph(False), BATCH)
-    check = repaired_outputs_check([pair], "cpu", "bf16")
+    pair = RepairPair("a toy", _graph(False, unfixed=True), _graph(False), BATCH, 1)
+    check = repaired_outputs_check(measure_repaired_outputs([pair], "cpu", "bf16"), "bf16")
     assert check.value == NOT_MEASURED and check.verdict == NOT_MEASURED != PASS
     assert "the repaired graph of a toy was not run" in check.detail and "where_type_error" in check.detail
     assert coverage([check]) and coverage([check])[0].startswith("repaired_outputs")

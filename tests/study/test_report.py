@@ -1,4 +1,5 @@
-"""The committed write-up is exactly what the code makes of the committed records."""
+"""The write-up: the committed copy is what the code makes of the committed records (a freshness check only),
+and what the code makes of them states facts that these tests recompute from the records with code of their own."""
 
 import json
 import re
@@ -15,6 +16,7 @@ DEFAULT = {**runs.DEFAULTS, "device": "cpu", "amp_dtype": "bf16"}
 
 
 def test_committed_report_is_regenerated_from_the_records():
+    """Fresh, not right: the expected text is the code under test's own. What the text must say is checked below."""
     assert (OUTPUTS / "REPORT.md").read_text() == report.build(OUTPUTS)
 
 
@@ -113,6 +115,81 @@ def test_controls_table_and_the_checks_no_control_broke():
     assert report.uncontrolled_checks({"checks": record["checks"]}) == ["lint", "matches_release"]
 
 
+def test_the_controls_section_shows_each_numeric_check_on_every_control_that_ran_it():
+    """A weak and a strong wrong scale side by side: the write-up shows how close each came to passing."""
+    record = {
+        "checks": [{"name": "fp32_inference", "value": 3e-08, "tolerance": 1e-05, "verdict": "pass"},
+                   {"name": "lint", "value": {"binding_conflicts": 0}, "tolerance": "0", "verdict": "pass"}],
+        "controls": [{"name": name, "description": "", "breaks": ["fp32_inference"],
+                      "checks": [{"name": "fp32_inference", "value": value, "tolerance": 1e-05, "verdict": "fail"}]}
+                     for name, value in (("weak", 2.71e-05), ("strong", 4.84e-04))],
+    }
+    line = ("- `fp32_inference` (tolerance 1e-05): fix 3e-08 (pass); c1 `weak` 2.71e-05 (fail); "
+            "c2 `strong` 0.000484 (fail)")
+    assert report.control_margins(record) == [line]  # lint's value is not a number: no line
+    assert line in report.controls_section(record)
+    # control: with no control running the check there is nothing to show
+    assert report.control_margins({**record, "controls": []}) == []
+    # a check judged model by model: one line per model it judged
+    per_model = {
+        "checks": [{"name": "repaired_outputs", "value": {"the probe": 2.25}, "tolerance": {"the probe": 4},
+                    "verdict": "pass"}],
+        "controls": [{"name": "swapped", "description": "", "breaks": ["repaired_outputs"],
+                      "checks": [{"name": "repaired_outputs", "value": {"the probe": 212.75},
+                                  "tolerance": {"the probe": 4}, "verdict": "fail"}]}],
+    }
+    assert report.control_margins(per_model) == [
+        "- `repaired_outputs` on the probe (tolerance 4): fix 2.25 (pass); c1 `swapped` 213 (fail)"]
+
+
+def test_a_check_that_judged_less_says_so_in_the_fix_table(outputs_copy):
+    fix = report.Report(outputs_copy, load_plan()).fix_run()
+    source = report.find_run(outputs_copy, fix.parameters)
+    record_path = outputs_copy / source / runs.fix_name(fix.parameters["variant"]) / "verification.json"
+    record = load_json(record_path)
+    record["checks"][0].update(name="lint", verdict="pass", not_judged="3 type_not_allowed finding(s) (X:T)")
+    record_path.write_text(json.dumps(record))
+    text = section_text(report.fix, outputs_copy)
+    assert "| pass (not judged: 3 type_not_allowed finding(s) (X:T)) |" in text
+    record["checks"][0]["not_judged"] = ""  # control: a check that left nothing out shows its bare verdict
+    record_path.write_text(json.dumps(record))
+    assert "not judged: 3 type_not_allowed" not in section_text(report.fix, outputs_copy)
+
+
+def test_the_variant_section_title_names_only_the_cost_it_measured(outputs_copy):
+    record_path = outputs_copy / "variants" / "variants-cpu.json"
+    record = load_json(record_path)
+    if any(isinstance(row.get("syncs_per_step"), (int, float)) for row in record["variants"].values()):
+        pytest.skip("the committed variant study counted CUDA syncs")
+    title = section_text(report.variants, outputs_copy).splitlines()[0]
+    assert title == ("## 4. Tracing correctness against host-made tensors (host-device synchronisation not "
+                     "measured): every way to write the two lines")
+    # control: a study that counted CUDA synchronisations is titled by them
+    for row in record["variants"].values():
+        row.update(syncs_per_step=2.0, h2d_copies_per_step=1.0)
+    record_path.write_text(json.dumps(record))
+    text = section_text(report.variants, outputs_copy)
+    assert text.splitlines()[0] == ("## 4. Tracing correctness against host-device synchronisation: every way to "
+                                    "write the two lines")
+    assert "`syncs/step` and `H2D/step` count CUDA synchronisations" in text
+
+
+def test_notes_say_what_the_architecture_sweep_measured_of_4_26():
+    """NOTES' sentence on what 4.26.0 changed beyond GPT-2 names the recorded outcomes, not a fix it did not see."""
+    from where223.pipeline.paths import ROOT
+
+    summary = load_json(OUTPUTS / "architectures" / "summary.json")
+    first, last = summary["releases"][0], summary["releases"][-1]
+    notes = (ROOT / "NOTES.md").read_text()
+    bullet = notes[notes.index("- **Beyond GPT-2**"):].split("\n- ", 1)[0]
+    changed = summary["release_changes"]
+    assert {change[first] for change in changed} == {"where_type_error"}
+    assert all(change["model_type"] in bullet for change in changed)
+    for before, after in {(change[first], change[last]) for change in changed}:
+        assert f"from `{before}` to `{after}`" in bullet
+    assert "fixes" not in bullet and "not measured" in bullet
+
+
 @pytest.fixture
 def outputs_copy(tmp_path):
     """A copy of the committed outputs/ that a test may change."""
@@ -167,3 +244,224 @@ def test_the_cause_section_follows_the_records(outputs_copy):
     assert f"names `/transformer/h.7/attn/Where`) and {others} other finding(s):" in text
     assert "one per layer" not in text and "reported only the first" not in text
     assert ", not the node ONNX Runtime named, `/transformer/h.7/attn/Where`)" in text
+
+
+# --- facts the write-up must state, recomputed here from the records themselves ------------------------------
+# The report is built from the records by the code under test, so comparing it with its own output proves only
+# that the committed copy is fresh. The checks below read the JSON records directly, with code of their own, and
+# each has a control that breaks the report (or a record) and shows the check failing.
+
+TYPED = ("type_error", "where_type_error")
+# A bullet of section 6's other outcomes: outcome, operator or stage, the first error line as a code span (absent
+# for a missing kernel), then the architectures per release.
+OTHER_BULLET = re.compile(
+    r"^- (?P<outcome>\w+) at (?P<where>\w+)(?:: (?P<fence>`+) ?(?P<what>.*?) ?(?P=fence))? \((?P<counts>[^()]*)\)$"
+)
+# A bullet of section 6's type refusals: operator, outcome, architectures per release, then who, per release.
+TYPED_BULLET = re.compile(
+    r"^- \*\*(?P<operator>\w+)\*\* \((?P<outcome>\w+)\) from .*?: "
+    r"(?P<counts>\d+ in \S+?(?:, \d+ in \S+?)*) \((?P<members>[^()]*)\)(?:;|$)"
+)
+CUT = re.compile(r"(?P<kept>.*)…\[\d+ more characters\]")
+
+
+def architecture_records(outputs) -> list[dict]:
+    """Every per-architecture record under `outputs`/architectures/<release>/ (the summary left aside)."""
+    return [json.loads(path.read_text()) for path in sorted((outputs / "architectures").glob("*/*.json"))]
+
+
+def first_error_line(record: dict) -> str:
+    """The first line of a record's error, with its own release's side folder taken out of any path it quotes."""
+    lines = ((record.get("error") or {}).get("message") or "").strip().splitlines()
+    return lines[0].replace(f".cache/transformers/{record['release']}/", "") if lines else ""
+
+
+def kernel_operator(record: dict) -> str | None:
+    """The operator ONNX Runtime found no kernel for, from its message."""
+    found = re.search(r"implementation for (\w+)\(", (record.get("ort") or {}).get("message") or "")
+    return found[1] if found else None
+
+
+def in_other_bullet(record: dict, bullet: re.Match) -> bool:
+    """Whether `record` belongs to a bullet of other outcomes: same outcome, operator or stage, first error line."""
+    from where223.errors import printable
+
+    if record["outcome"] != bullet["outcome"]:
+        return False
+    if bullet["what"] is None:
+        return kernel_operator(record) == bullet["where"]
+    line = first_error_line(record)
+    cut = CUT.fullmatch(bullet["what"])
+    shown = printable(line, None).startswith(cut["kept"]) if cut else bullet["what"] in (printable(line, None),
+                                                                                         repr(line))
+    return (record.get("error") or {}).get("stage") == bullet["where"] and shown
+
+
+def per_release(names: dict[str, set[str]], releases: list[str]) -> str:
+    return ", ".join(f"{len(names.get(release, set()))} in {release}" for release in releases)
+
+
+def table_problems(text: str, rows: list[dict], releases: list[str]) -> list[str]:
+    """Section 6's table rows against the records: attempted, built, fed, exported, judged, types accepted."""
+    problems = []
+    for release in releases:
+        mine = [r for r in rows if r["release"] == release]
+        stages = [sum(bool(r.get(stage)) for r in mine) for stage in ("built", "fed", "exported", "judged")]
+        cells = [len(mine), *stages, sum(r["outcome"] in ("accepted", "missing_kernel") for r in mine),
+                 sum(r["outcome"] == "accepted" for r in mine)]
+        row = f"| {release} | " + " | ".join(map(str, cells)) + " |"
+        if row not in text.splitlines():
+            problems.append(f"table: no row {row}")
+    return problems
+
+
+def other_outcome_problems(text: str, rows: list[dict], releases: list[str]) -> list[str]:
+    """Section 6's other outcomes against the records: one bullet per outcome, stage and first error line (a
+    missing kernel: per operator), no two labels alike, each counting the architectures of each release whose
+    records it describes; the bullets and the groups left to the summary are every such group of the records."""
+    others = [r for r in rows if r["outcome"] not in ("accepted", *TYPED)]
+    groups = {(r["outcome"], kernel_operator(r)) if r["outcome"] == "missing_kernel"
+              else (r["outcome"], (r.get("error") or {}).get("stage"), first_error_line(r)) for r in others}
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Other outcomes")), None)
+    if start is None:
+        return ["other: no paragraph of other outcomes"] if groups else []
+    bullets = []
+    for line in lines[start + 2:]:
+        if not line.startswith("- "):
+            break
+        bullets.append(line)
+    after = "\n".join(lines[start + 2 + len(bullets):start + 4 + len(bullets)])
+    more = int(found[1]) if (found := re.search(r"^(\d+) more groups in the summary\.$", after, re.MULTILINE)) else 0
+    problems = [] if len(bullets) + more == len(groups) else [
+        f"other: {len(bullets)} bullets and {more} more groups, but the records make {len(groups)} groups"]
+    labels = [bullet.rsplit(" (", 1)[0] for bullet in bullets]
+    problems += [f"other: label printed twice: {label}" for label in sorted({x for x in labels if labels.count(x) > 1})]
+    for bullet in bullets:
+        parsed = OTHER_BULLET.match(bullet)
+        if parsed is None:
+            problems.append(f"other: not a group of other outcomes: {bullet}")
+            continue
+        names: dict[str, set[str]] = {}
+        for record in others:
+            if in_other_bullet(record, parsed):
+                names.setdefault(record["release"], set()).add(record["model_type"])
+        if parsed["counts"] != per_release(names, releases):
+            problems.append(f"other: {bullet} but the records count {per_release(names, releases)}")
+    return problems
+
+
+def typed_group_problems(text: str, rows: list[dict], releases: list[str]) -> list[str]:
+    """Section 6's type refusals against the records: each bullet's count per release is the number of
+    architectures it names there, each named architecture's record has the bullet's outcome, and every type
+    refusal of the records is named exactly once."""
+    outcome = {(r["release"], r["model_type"]): r["outcome"] for r in rows}
+    named: list[tuple[str, str]] = []
+    problems = []
+    for line in text.splitlines():
+        if not line.startswith("- **"):
+            continue
+        parsed = TYPED_BULLET.match(line)
+        if parsed is None:
+            problems.append(f"typed: not a group of type refusals: {line[:120]}")
+            continue
+        names = {release: set(listed.split(", ")) for release, listed in
+                 (member.split(": ", 1) for member in parsed["members"].split("; "))}
+        if parsed["counts"] != per_release(names, releases):
+            problems.append(f"typed: {parsed['operator']} counts {parsed['counts']} but names "
+                            f"{per_release(names, releases)}")
+        for release, types in names.items():
+            named += [(release, name) for name in types]
+            problems += [f"typed: {name} in {release} is {outcome.get((release, name))}, not {parsed['outcome']}"
+                         for name in sorted(types) if outcome.get((release, name)) != parsed["outcome"]]
+    refused = sorted((r["release"], r["model_type"]) for r in rows if r["outcome"] in TYPED)
+    if sorted(named) != refused:
+        problems.append(f"typed: the bullets name {len(named)} refusals, the records hold {len(refused)}")
+    return problems
+
+
+def architecture_problems(text: str, outputs) -> list[str]:
+    """What section 6 of `text` gets wrong about the architecture records under `outputs` (empty: nothing)."""
+    rows = architecture_records(outputs)
+    releases = sorted({r["release"] for r in rows})
+    return [*table_problems(text, rows, releases), *other_outcome_problems(text, rows, releases),
+            *typed_group_problems(text, rows, releases)]
+
+
+@pytest.fixture
+def architectures_copy(tmp_path):
+    """An outputs folder holding a copy of the committed architecture records, summary and figure only."""
+    import shutil
+
+    shutil.copytree(OUTPUTS / "architectures", tmp_path / "outputs" / "architectures")
+    return tmp_path / "outputs"
+
+
+def test_the_architectures_section_states_what_the_records_hold():
+    assert architecture_problems(report.build(OUTPUTS), OUTPUTS) == []
+
+
+def test_control_counts_summed_over_releases_are_caught(architectures_copy, monkeypatch):
+    from where223.study import architectures
+
+    def summed(group, releases):  # the old count: records of every release, for each release
+        return {release: sum(map(len, group["by_release"].values())) for release in releases}
+
+    monkeypatch.setattr(architectures, "architectures_per_release", summed)
+    problems = architecture_problems(section_text(report.architectures, architectures_copy), architectures_copy)
+    assert any(p.startswith("other: ") and "but the records count" in p for p in problems)
+    assert any(p.startswith("typed: ") and "counts" in p for p in problems)
+
+
+def test_control_labels_without_the_first_error_line_are_caught(architectures_copy, monkeypatch):
+    monkeypatch.setattr(report, "outcome_labels", lambda groups: [f"{g['outcome']} at {g['operator']}" for g in groups])
+    problems = architecture_problems(section_text(report.architectures, architectures_copy), architectures_copy)
+    assert "other: label printed twice: - not_built at build" in problems
+
+
+def test_control_a_record_the_summary_does_not_reflect_is_caught(architectures_copy):
+    """Records changed after the summary was written: the report (read from the summary) no longer matches them."""
+    rows = architecture_records(architectures_copy)
+    built = next(r for r in rows if r["outcome"] == "not_built")
+    path = architectures_copy / "architectures" / built["release"] / f"{built['model_type']}.json"
+    built["error"]["message"] = "\nanother first line\n" + built["error"]["message"]
+    built["built"] = True
+    path.write_text(json.dumps(built))
+    refused = next(r for r in rows if r["outcome"] == "type_error")
+    refused["outcome"] = "accepted"
+    path = architectures_copy / "architectures" / refused["release"] / f"{refused['model_type']}.json"
+    path.write_text(json.dumps(refused))
+    problems = architecture_problems(section_text(report.architectures, architectures_copy), architectures_copy)
+    kinds = {p.split(":", 1)[0] for p in problems}
+    assert kinds == {"table", "other", "typed"}, problems
+    assert any("but the records make" in p for p in problems)
+    assert f"typed: {refused['model_type']} in {refused['release']} is accepted, not type_error" in problems
+
+
+def structure_problems(text: str, outputs) -> list[str]:
+    """One numbered section per source notebook, in order, each notebook linked by an executed copy, and every
+    relative link naming a file under `outputs`."""
+    from where223.pipeline.paths import NOTEBOOKS
+
+    stems = sorted(path.stem for path in NOTEBOOKS.glob("*.ipynb"))
+    problems = []
+    numbers = re.findall(r"^## (\d+)\. ", text, re.MULTILINE)
+    if numbers != [str(n) for n in range(1, len(stems) + 1)]:
+        problems.append(f"sections numbered {numbers} for {len(stems)} notebooks")
+    problems += [f"no link to an executed {stem}" for stem in stems
+                 if not re.search(rf"\]\(notebooks/{re.escape(stem)}(__[^)]*)?\.ipynb\)", text)]
+    problems += [f"links to missing {link}" for link in re.findall(r"\]\(([^)#]+)\)", text)
+                 if not (outputs / link).exists()]
+    return problems
+
+
+def test_a_section_per_notebook_and_every_link_resolves():
+    assert structure_problems(report.build(OUTPUTS), OUTPUTS) == []
+
+
+def test_control_a_missing_section_or_file_is_caught(outputs_copy, monkeypatch):
+    (outputs_copy / "matrix" / "NOTES.md").unlink()
+    assert structure_problems(report.build(outputs_copy), outputs_copy) == ["links to missing matrix/NOTES.md"]
+    monkeypatch.setattr(report, "SECTIONS", [s for s in report.SECTIONS if s is not report.architectures])
+    assert structure_problems(report.build(outputs_copy), outputs_copy)[:2] == [
+        "sections numbered ['1', '2', '3', '4', '5'] for 6 notebooks", "no link to an executed 06_architectures"]

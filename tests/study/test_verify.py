@@ -8,21 +8,26 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from where223.gpt2 import reproduce, training
 from where223.graph.lint import Binding, FindingKind, LintReport, Violation
 from where223.graph.repair import repair
+from where223.study import report as report_module
 from where223.study import verify
-from where223.study.verify import FAIL, PASS, Check
+from where223.study.verify import FAIL, NOT_MEASURED, PASS, Check, RepairedOutputs
 
 EXECUTED = {"fallback_policy": "FALLBACK_DISABLE", "fallback_pending": False, "execution_agent": "TrainingAgent",
             "inference_session": "InferenceSession"}
 
 
-def lint_report(conflicts: int = 0, untyped: int = 0, unchecked: int = 0) -> LintReport:
+def lint_report(conflicts: int = 0, untyped: int = 0, unchecked: int = 0, not_allowed: int = 0) -> LintReport:
     binding = Binding("input", 1, "x", "tensor(float)")
     violation = Violation("Where_1", 0, "Where", "", "T", FindingKind.BINDING_CONFLICT, [binding], [binding],
                           ["tensor(float)"], "")
+    bf16 = Binding("output", 0, "y", "tensor(bfloat16)")
+    outside = Violation("ConstantOfShape_1", 1, "ConstantOfShape", "", "T2", FindingKind.NOT_ALLOWED, [bf16], [bf16],
+                        ["tensor(float)"], "")
     return LintReport(None, 17, {"": 17}, 5, {"custom:Op": unchecked} if unchecked else {}, untyped,
-                      [violation] * conflicts)
+                      [violation] * conflicts + [outside] * not_allowed)
 
 
 def test_lint_check_passes_clean_and_fails_on_conflicts():
@@ -37,7 +42,27 @@ def test_lint_check_fails_on_unexplained_untyped_or_unchecked_values(field):
     failed = verify.lint_check(report)
     assert failed.verdict == FAIL and f"{field} not explained" in failed.detail
     accepted = verify.lint_check(report, {field: "a custom op ONNX Runtime implements"})
-    assert accepted.verdict == PASS and "a custom op ONNX Runtime implements" in accepted.detail
+    assert accepted.verdict == PASS and "a custom op ONNX Runtime implements" in accepted.not_judged
+    assert accepted.value["lint_clean"] is False  # accepted is not clean
+
+
+def test_lint_check_says_in_its_verdict_which_findings_it_did_not_judge():
+    """The fixed export keeps type_not_allowed findings: the check passes on binding conflicts alone, and its
+    verdict, the overall verdict and the table say what it left out; "lint clean" is the linter's definition."""
+    report = lint_report(not_allowed=2)
+    check = verify.lint_check(report)
+    assert check.verdict == PASS and check.value["type_not_allowed"] == 2
+    assert check.value["lint_clean"] is report.clean is False  # one definition: what the variant table shows
+    assert check.not_judged == "2 type_not_allowed finding(s) (ConstantOfShape:T2)"
+    statement = verify.summary([check], "cpu")["verdict_statement"]
+    assert statement == ("pass — 1 of 1 checks pass; lint did not judge 2 type_not_allowed finding(s) "
+                         "(ConstantOfShape:T2); nothing asked went unmeasured")
+    assert report_module.verdict_cell(check.to_dict()) == (
+        "pass (not judged: 2 type_not_allowed finding(s) (ConstantOfShape:T2))")
+    # control: a clean report leaves nothing unjudged, and is clean by the same definition
+    clean = verify.lint_check(lint_report())
+    assert clean.not_judged == "" and clean.value["lint_clean"] is True and report_module.verdict_cell(
+        clean.to_dict()) == "pass"
 
 
 def reproduction(status: str, message: str | None, path: str = "ortmodule", stack=("x.py:1:_create_execution_agent",)):
@@ -219,3 +244,64 @@ def test_verdict_statement_says_what_was_not_measured_and_what_failed():
                                                                              "matches_release; not measured")
     assert verify.summary(checks[:1], "cuda")["verdict_statement"] == (
         "pass — 1 of 1 checks pass; nothing asked went unmeasured")
+
+
+def test_the_dropout_control_is_compared_with_pytorch_trained_with_dropout_on():
+    """The control claims that only ONNX Runtime's random numbers differ: its reference is PyTorch with dropout
+    on, from the same seed and data, not the dropout-off run the fix is compared with."""
+    settings = reproduce.ReproduceSettings.resolve(path="ortmodule", preset="tiny", device="cpu", amp_dtype="bf16",
+                                                   batch_size=1, seq_len=8, opset=17, seed=0)
+    reference = verify.fp32_reference(settings, steps=2)
+    with_dropout = verify.dropout_reference(settings, reference)
+    assert with_dropout.data is reference.data and with_dropout.logits is reference.logits
+    again = training.eager_training("tiny", 0, reference.data, "cpu", "fp32", dropout=True)
+    assert with_dropout.training.losses == again.losses  # deterministic: the same seed draws the same masks
+    # control: dropout changes PyTorch's own numbers, so the dropout-off run was another function altogether
+    assert with_dropout.training.losses != reference.training.losses
+
+
+def test_repaired_outputs_tolerance_grows_with_depth_from_a_stated_formula():
+    assert [verify.repaired_outputs_tolerance(layers) for layers in (1, 2, 12)] == [4, 6, 26]
+    assert "(n_layer + 1) spacings" in verify.REPAIRED_OUTPUTS_FORMULA
+    with pytest.raises(ValueError, match="at least one block"):
+        verify.repaired_outputs_tolerance(0)
+
+
+def outputs(**spacings: tuple[float, int]) -> RepairedOutputs:
+    """A repaired_outputs measurement: model -> (difference in spacings, blocks), at a spacing of 2**-10."""
+    unit = 2.0 ** -10
+    return RepairedOutputs(
+        {model.replace("_", " "): {"max_abs_diff": value * unit, "magnitude": 0.181, "spacing": unit,
+                                   "spacings": value} for model, (value, _) in spacings.items()},
+        {model.replace("_", " "): layers for model, (_, layers) in spacings.items()}, "emulated bf16")
+
+
+def test_repaired_outputs_leaves_out_a_model_its_control_cannot_fail_and_judges_the_rest():
+    """The tiny preset's swapped-Where control (1.62 spacings) stays within its tolerance: the check cannot fail
+    there, so the tiny preset does not vote; the probe's control fails, and the probe is judged alone."""
+    fixed = outputs(tiny=(0.0, 2), probe=(2.25, 1))
+    swapped = outputs(tiny=(1.62, 2), probe=(212.75, 1))
+    check = verify.repaired_outputs_check(fixed, "bf16", control=swapped)
+    assert check.verdict == PASS and check.value == {"probe": 2.25} and check.tolerance == {"probe": 4}
+    assert list(check.per_model["dropped"]) == ["tiny"]
+    assert "1.62 spacings, within its tolerance of 6" in check.per_model["dropped"]["tiny"]
+    assert check.per_model["models"]["tiny"]["control_verdict"] == PASS  # the control passed: a blind spot
+    assert check.per_model["models"]["probe"]["control_verdict"] == FAIL
+    assert check.per_model["tolerance_formula"].startswith("2 x (n_layer + 1) spacings of bf16")
+    assert check.not_judged == "tiny (control within tolerance)"
+    assert "repaired_outputs did not judge tiny" in verify.summary([check], "cpu")["verdict_statement"]
+    # the control itself, on the same models: it fails on every model left in
+    control = verify.repaired_outputs_check(swapped, "bf16", control=swapped)
+    assert control.verdict == FAIL and control.value == {"probe": 212.75}
+    # and the check fails when the fix differs beyond the probe's tolerance
+    beyond = verify.repaired_outputs_check(outputs(tiny=(0.0, 2), probe=(4.5, 1)), "bf16", control=swapped)
+    assert beyond.verdict == FAIL and beyond.value == {"probe": 4.5}
+
+
+def test_repaired_outputs_without_a_model_its_control_fails_does_not_vote():
+    check = verify.repaired_outputs_check(outputs(tiny=(0.0, 2)), "bf16", control=outputs(tiny=(1.62, 2)))
+    assert check.verdict == NOT_MEASURED and check.value == NOT_MEASURED
+    assert check.detail.startswith("no model on which its control fails")
+    assert verify.summary([check], "cpu")["verdict_statement"].startswith("pass — 0 of 0 checks pass")
+    unrun = verify.repaired_outputs_check(RepairedOutputs({}, {}, not_measured="the fixed graph was not run"), "bf16")
+    assert unrun.verdict == NOT_MEASURED and unrun.detail == "the fixed graph was not run"

@@ -104,6 +104,12 @@ def scale_by_product(weights: torch.Tensor, divisor: float) -> torch.Tensor:
     return weights * torch.full([], divisor, dtype=weights.dtype, device=weights.device)
 
 
+def scale_by_head_size(weights: torch.Tensor, divisor: float) -> torch.Tensor:
+    """A deliberate bug, for negative controls only: divides by the head size (divisor squared) instead of its
+    square root, a smaller error than `scale_by_product`'s."""
+    return weights / torch.full([], divisor * divisor, dtype=weights.dtype, device=weights.device)
+
+
 SCALES: dict[str, Scale] = {
     "tensor": scale_by_tensor,
     "full": scale_by_full,
@@ -112,6 +118,7 @@ SCALES: dict[str, Scale] = {
     "float_cast": scale_by_float_cast,
     "full_const": scale_by_full_constant,
     "product": scale_by_product,
+    "head_size": scale_by_head_size,
 }
 MASKS: dict[str, Mask] = {
     "tensor_to": mask_by_tensor_to,
@@ -161,6 +168,11 @@ VARIANTS.update(STUDY)
 CONTROLS: dict[str, Variant] = {
     "control-wrong-scale": Variant(
         "control-wrong-scale", "product", "full_to_cast", "4.26 multiplying by sqrt(head size) instead of dividing"
+    ),
+    "control-head-size-scale": Variant(
+        "control-head-size-scale", "head_size", "full_to_cast",
+        "4.26 dividing by the head size instead of its square root (the weaker wrong scale, the control as first "
+        "built)",
     ),
 }
 

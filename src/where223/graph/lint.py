@@ -130,8 +130,9 @@ class LintReport:
 
     @property
     def clean(self) -> bool:
-        """True when no violation was found (the report may still be incomplete: see `outcome`)."""
-        return not self.violations
+        """The one definition of "lint clean", everywhere in this project: no finding of any kind (binding
+        conflict or type not allowed), every node checked and every value at them typed (`outcome` CLEAN)."""
+        return self.outcome == LintOutcome.CLEAN
 
     @property
     def complete(self) -> bool:
@@ -181,7 +182,7 @@ class LintReport:
             lines.append(f"  unchecked (no onnx schema): {ops}")
         if not self.complete:
             lines.append(self._incomplete_line())
-        if self.clean:
+        if not self.violations:
             lines.append("no type-constraint violations" if self.complete else "no violation among the nodes checked")
             return "\n".join(lines)
         roots = self.roots

@@ -26,7 +26,7 @@ _EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroo
 
 
 class RepairError(RuntimeError):
-    """The model cannot be repaired by Cast insertion (or the result does not lint clean)."""
+    """The model cannot be repaired by Cast insertion (or binding conflicts remain after it)."""
 
 
 @dataclass(frozen=True)

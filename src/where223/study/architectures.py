@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from where223.graph.ort import OrtVerdict
-from where223.pipeline import environment, paths, records
+from where223.pipeline import environment, paths, publish, records
 from where223.pipeline.worker import run_worker
 from where223.study.architecture_cell import CellOutcome
 
@@ -108,7 +108,7 @@ def run_architecture(
             "environment": environment.describe(),
         }
     record["wall_s"] = result.wall_s
-    records.write_json(record_path(release, model_type, out_dir), record)
+    publish.write_record(record_path(release, model_type, out_dir), record, Path(out_dir).parent)
     return record
 
 
@@ -180,8 +180,9 @@ def first_root(record: dict[str, Any]) -> dict[str, Any] | None:
 # What an ONNX Runtime refusal without a parsed binding names: the operator whose input type is not allowed, or the
 # operator without a kernel.
 _REFUSED_OPERATOR = re.compile(r"of operator \((?P<checked>[^)]+)\)|implementation for (?P<kernel>\w+)\(")
-# A release's side folder in a portable path: the same file of another release groups with it.
-_SIDE_FOLDER = re.compile(r"^\.cache/transformers/[^/]+/")
+# A release's side folder in a portable path, or in an error that quotes one: the same file of another release
+# groups with it (a path starts the text or follows a space, a quote or a bracket).
+_SIDE_FOLDER = re.compile(r"(?:^|(?<=[\s'\"(\[]))\.cache/transformers/[^/\s]+/")
 
 
 def refused_operator(record: dict[str, Any]) -> str | None:
@@ -201,7 +202,9 @@ def failure_key(record: dict[str, Any]) -> tuple[str, str, str]:
     """(outcome, operator or stage, what) that one architecture's failure is grouped by. For a type refusal, the
     code of the line blame names for ONNX Runtime's node (transformers copies code between models, so one line of
     code in many files is one cause), else its file:line; for a missing kernel, the operator alone (any node of it
-    lacks the kernel); for a failed stage, the first line of the error."""
+    lacks the kernel); for a failed stage, the first line of the error, whole but for the side folder of a path it
+    quotes (two errors whose first lines differ anywhere else are two groups; the write-up shortens what it
+    prints)."""
     outcome = str(record.get("outcome"))
     operator = refused_operator(record)
     if operator is not None:
@@ -212,12 +215,14 @@ def failure_key(record: dict[str, Any]) -> tuple[str, str, str]:
         return outcome, operator, code or _portable_source(root.get("source")) or "(not blamed)"
     error = record.get("error") or {}
     reason = (error.get("message") or "").strip().splitlines()
-    return outcome, str(error.get("stage", "")), reason[0][:120] if reason else ""
+    return outcome, str(error.get("stage", "")), _portable_source(reason[0]) if reason else ""
 
 
 def failure_groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Failures grouped by `failure_key`, largest group first: the architectures of each release in it, the
-    blamed source lines (file:line) and code, and the commonest first eager-versus-graph divergences."""
+    blamed source lines (file:line) and code, and the commonest first eager-versus-graph divergences. `size`
+    counts records, so an architecture that fails alike under two releases counts twice in it (the write-up
+    counts architectures per release, with `architectures_per_release`)."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for record in rows:
         if record.get("outcome") == OrtVerdict.ACCEPTED:
@@ -244,6 +249,13 @@ def failure_groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         group["first_divergences"] = dict(group["first_divergences"].most_common(3))
         group["size"] = sum(map(len, group["by_release"].values()))
     return ordered
+
+
+def architectures_per_release(group: dict[str, Any], releases: Iterable[str]) -> dict[str, int]:
+    """How many architectures (distinct model types) of each of `releases` fell in a `failure_groups` group, 0
+    for a release with none. Counted per release, never summed: an architecture that fails alike under both
+    releases is one in each (a group's `size` counts records, so it counts that architecture twice)."""
+    return {release: len(set(group["by_release"].get(release, ()))) for release in releases}
 
 
 def release_changes(rows: Iterable[dict[str, Any]], releases: Sequence[str] = RELEASES) -> list[dict[str, Any]]:
@@ -283,5 +295,5 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any]:
         "driver_environment": environment.describe(),
         "updated_at": _now(),
     }
-    records.write_json(Path(out_dir) / "summary.json", summary)
+    publish.write_record(Path(out_dir) / "summary.json", summary, Path(out_dir).parent)
     return summary

@@ -14,6 +14,7 @@ from typing import Any
 from where223.files import write_atomic
 from where223.gpt2 import runs
 from where223.pipeline.paths import OUTPUTS
+from where223.pipeline.publish import outputs_lock
 from where223.pipeline.records import read_json
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, load_plan
 
@@ -197,7 +198,7 @@ def fix(report: Report) -> None:
     notebook = planned.name
     pinned = verification["environment"]["packages"]["transformers"]
     report.add(
-        "## 3. The fix, verified",
+        "## 3. The fix and its verification",
         "",
         f"`where223.gpt2.variants.patched_attention(\"{verification['variant']}\")` swaps our implementation of "
         f"the fixed attention into transformers {pinned} and restores the original on exit. "
@@ -205,8 +206,8 @@ def fix(report: Report) -> None:
         "",
         "| check | question | measured | tolerance | verdict |",
         "|---|---|---|---|---|",
-        *[f"| `{c['name']}` | {c['question']} | {_value(c['value'])} | {_value(c['tolerance'])} | {c['verdict']} |"
-          for c in verification["checks"]],
+        *[f"| `{c['name']}` | {c['question']} | {_value(c['value'])} | {_value(c['tolerance'])} | "
+          f"{_value(verdict_cell(c))} |" for c in verification["checks"]],
         "",
         *[f"- `{c['name']}`: {c['detail']}" for c in verification["checks"] if c["detail"]],
         "",
@@ -218,6 +219,12 @@ def fix(report: Report) -> None:
     report.figure(f"{fixed}/repaired_vs_patched", "Graph repair (a Cast inserted into the exported model) beside "
                   "the source-level fix", notebook)
     report.figure(f"{fixed}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)
+
+
+def verdict_cell(check: Mapping[str, Any]) -> str:
+    """A check's verdict as a table shows it: with what the check left out of it, when it left something out."""
+    left_out = check.get("not_judged", "")
+    return f"{check['verdict']} (not judged: {left_out})" if left_out else str(check["verdict"])
 
 
 def overall_verdict(verification: Mapping[str, Any]) -> str:
@@ -254,13 +261,48 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
             *["| " + " | ".join(_value(cell) for cell in row) + " |" for row in rows]]
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def control_margins(verification: Mapping[str, Any]) -> list[str]:
+    """One line per check with a numeric value and tolerance (per model, for a check judged model by model): its
+    value on the fix and on each control that ran it (c1, c2, ... as in the controls table), with the verdict: how
+    far each control is from passing."""
+    controls = verification.get("controls", [])
+    lines = []
+    for check in verification["checks"]:
+        value, tolerance = check.get("value"), check.get("tolerance")
+        if _number(value) and _number(tolerance):
+            keys: list[str | None] = [None]
+        elif isinstance(value, dict) and isinstance(tolerance, dict) and value and all(
+                _number(value[key]) and _number(tolerance.get(key)) for key in value):
+            keys = list(value)
+        else:
+            continue
+        ran = [(number, control["name"], found) for number, control in enumerate(controls, start=1)
+               for found in control["checks"] if found["name"] == check["name"]]
+        for key in keys if ran else []:
+            def at(record: Mapping[str, Any], field: str, key: str | None = key) -> Any:
+                found = record.get(field)
+                return found if key is None else (found.get(key, NOT_RUN) if isinstance(found, dict) else found)
+
+            label = f"`{check['name']}`" + (f" on {key}" if key else "")
+            on_controls = "; ".join(f"c{number} `{name}` {_value(at(found, 'value'))} ({found['verdict']})"
+                                    for number, name, found in ran)
+            lines.append(f"- {label} (tolerance {_value(at(check, 'tolerance'))}): fix {_value(at(check, 'value'))} "
+                         f"({check['verdict']}); {on_controls}")
+    return lines
+
+
 def controls_section(verification: Mapping[str, Any]) -> list[str]:
-    """The negative controls of a verification record: what each breaks, the table, and any check that passed
-    without a failing control."""
+    """The negative controls of a verification record: what each breaks, the table, each numeric check's value
+    on the fix and on the controls, and any check that passed without a failing control."""
     controls = verification.get("controls", [])
     if not controls:
         return ["**Negative controls:** none recorded, so no check here is shown able to fail.", ""]
     uncontrolled = uncontrolled_checks(verification)
+    margins = control_margins(verification)
     header, rows = control_matrix(verification)
     labels = [f"c{number}" for number in range(1, len(controls) + 1)]  # short columns: the table fits a page
     return [
@@ -271,6 +313,8 @@ def controls_section(verification: Mapping[str, Any]) -> list[str]:
         "",
         *markdown_table([*header[:2], *labels], rows),
         "",
+        *(["Measured values against each tolerance, on the fix and on the controls that ran the check:", "",
+           *margins, ""] if margins else []),
         ("Checks that passed for the fix and failed on no control: " + ", ".join(f"`{n}`" for n in uncontrolled)
          if uncontrolled else "Every check that passed for the fix failed on at least one control."),
         "",
@@ -278,19 +322,25 @@ def controls_section(verification: Mapping[str, Any]) -> list[str]:
 
 
 def variants(report: Report) -> None:
-    """Section 4: one line that is trace-correct under autocast and free of host copies?"""
+    """Section 4: one line that is trace-correct under autocast and free of host copies? The title names the
+    cost the record measured: host-device synchronisation only where it counted CUDA syncs."""
     record = report.json("variants/variants-cpu.json")
     environment = record["environment"]
     best = record["recommendation"]
+    synced = any(isinstance(row.get("syncs_per_step"), (int, float)) for row in record["variants"].values())
+    cost = ("host-device synchronisation" if synced
+            else "host-made tensors (host-device synchronisation not measured)")
+    counts = ("`syncs/step` and `H2D/step` count CUDA synchronisations and host-to-device copies per step; "
+              if synced else "CUDA synchronisation and copy counts need a GPU and were not measured here: ")
     report.add(
-        "## 4. Tracing correctness against host-device synchronisation: every way to write the two lines",
+        f"## 4. Tracing correctness against {cost}: every way to write the two lines",
         "",
         f"Measured in one run on {environment['device_name']} ({environment['device']}, torch "
         f"{environment['packages']['torch']}), {record['settings']['amp_dtype']} autocast; step times are "
         f"medians of {record['settings']['steps']} interleaved steps of the `{record['settings']['preset']}` "
         "preset, as ratios to the 4.25 variant: `step/4.25` divides the medians, `paired` is the median of "
-        "same-round ratios (the ratio the figure shows). CUDA synchronisation and copy counts need a GPU: "
-        "`host tensors` counts the tensors each forward makes on the host, each a host-to-device copy there.",
+        f"same-round ratios (the ratio the figure shows). {counts}"
+        "`host tensors` counts the tensors each forward makes on the host, each a host-to-device copy on a GPU.",
         "",
         *variant_tables(record),
         f"**Recommended: `{best['variant']}`.**",
@@ -339,7 +389,10 @@ def matrix(report: Report) -> None:
 
 
 def architectures(report: Report) -> None:
-    """Section 6: which other architectures share the bug class, where, and what 4.26.0 changed for them."""
+    """Section 6: which other architectures share the bug class, where, and what 4.26.0 changed for them. Each
+    group's count is of architectures per release, not of records summed over releases."""
+    from where223.study.architectures import architectures_per_release
+
     data = report.json("architectures/summary.json")
     releases = data["releases"]
     lines = [
@@ -369,25 +422,31 @@ def architectures(report: Report) -> None:
     typed = [g for g in data["failure_groups"] if g["outcome"] in ("where_type_error", "type_error")]
     for group in typed:
         members = "; ".join(f"{release}: {', '.join(names)}" for release, names in sorted(group["by_release"].items()))
+        counted = _per_release(architectures_per_release(group, releases))
         what = f"`{group['code']}`" if group["code"] else f"`{group['what']}`"
         where = ", ".join(f"`{source}`" for source in group["sources"][:3])
         more = f" and {len(group['sources']) - 3} more" if len(group["sources"]) > 3 else ""
         first = ", ".join(f"`{line}` ×{count}" for line, count in group["first_divergences"].items())
         lines.append(
             f"- **{group['operator']}** ({group['outcome']}) from {what} at {where or 'no recorded line'}{more}: "
-            f"{group['size']} ({members})"
+            f"{counted} ({members})"
             + (f"; first divergence {first}" if first else "; eager and graph dtypes agree on every joined line")
         )
     other = [g for g in data["failure_groups"] if g not in typed]
     if other:
+        shown = other[:OTHER_SHOWN]
         lines += [
             "",
-            "Other outcomes (missing kernels, failed builds, feeds and exports), grouped by stage and first line "
-            "of the error: "
-            + "; ".join(f"{g['outcome']} at {g['operator']} ({g['size']})" for g in other[:12])
-            + (f"; {len(other) - 12} more groups in the summary" if len(other) > 12 else "")
-            + ".",
+            "Other outcomes (missing kernels, failed builds, feeds and exports), grouped by outcome, stage and first "
+            "line of the error, with the architectures of each release in each group (largest first):",
+            "",
+            *[
+                f"- {label} ({_per_release(architectures_per_release(group, releases))})"
+                for label, group in zip(outcome_labels(shown), shown, strict=True)
+            ],
         ]
+        if len(other) > len(shown):
+            lines += ["", f"{len(other) - len(shown)} more groups in the summary."]
     changes = data["release_changes"]
     lines += [
         "",
@@ -401,6 +460,45 @@ def architectures(report: Report) -> None:
     ] if len(releases) > 1 else ["", "Data: [`architectures/summary.json`](architectures/summary.json).", ""]
     report.add(*lines)
     report.figure("architectures/outcomes", "Outcome of every architecture and release", "06_architectures")
+
+
+OTHER_SHOWN = 12  # groups of other outcomes listed in section 6; the rest are counted and left to the summary
+WHAT_LIMIT = 100  # characters of a first error line shown in a group's label
+
+
+def outcome_labels(groups: list[dict[str, Any]], limit: int = WHAT_LIMIT) -> list[str]:
+    """Each `failure_groups` group's label: its outcome, the operator or stage, and its first error line (`what`)
+    cut after `limit` characters as `errors.printable` cuts names. Labels stay distinct and say how: where two
+    groups with different first lines would show the same text before the cut (the count of characters left out
+    is no way to tell lines apart), both print their whole line as Python's `repr` writes it (one line, and
+    never the same for two different lines)."""
+    from where223.errors import printable
+
+    def label(group: dict[str, Any], what: str) -> str:
+        return f"{group['outcome']} at {group['operator']}" + (f": {_code(what)}" if group["what"] else "")
+
+    kept = [label(group, printable(group["what"][:limit], None)) for group in groups]
+    lines_of: dict[str, set[tuple[str, str, str]]] = {}
+    for text, group in zip(kept, groups, strict=True):
+        lines_of.setdefault(text, set()).add((group["outcome"], group["operator"], group["what"]))
+    return [
+        label(group, repr(group["what"]) if len(lines_of[text]) > 1 else printable(group["what"], limit))
+        for text, group in zip(kept, groups, strict=True)
+    ]
+
+
+def _code(text: str) -> str:
+    """`text` as a Markdown code span, fenced by one backtick more than its longest run of them."""
+    runs = re.findall(r"`+", text)
+    fence = "`" * (max(map(len, runs), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _per_release(counts: Mapping[str, int]) -> str:
+    """Architectures per release, e.g. `1 in 4.25.1, 0 in 4.26.0`."""
+    return ", ".join(f"{count} in {release}" for release, count in counts.items())
+
 
 # The variant table's cost columns; the others say whether the variant traces correctly.
 COST_COLUMNS = ("host_tensors_per_forward", "step_time_ratio", "paired_ratio", "syncs_per_step", "h2d_copies_per_step")
@@ -463,5 +561,6 @@ def build(outputs: Path = OUTPUTS, plan: Path = DEFAULT_PLAN) -> str:
 
 
 def write_report(outputs: Path = OUTPUTS) -> Path:
-    """Write outputs/REPORT.md atomically."""
-    return write_atomic(outputs / "REPORT.md", build(outputs))
+    """Write outputs/REPORT.md atomically, under the tree's writers' lock (waiting for a run that publishes)."""
+    with outputs_lock(outputs, wait=True):
+        return write_atomic(outputs / "REPORT.md", build(outputs))

@@ -2,9 +2,12 @@
 to break them, and `verify_fix` running them all.
 
 A check that cannot fail proves nothing: every check that passes for the fix is run again on a control made
-to break it (the unfixed attention, a variant that changes eager numbers, a wrong scale, dropout on, a wrong
-graph repair, a perturbed release graph), and `verification.json` keeps the controls' verdicts beside the
-fix's. `where223.study.report.uncontrolled_checks` names any check that passed without a failing control.
+to break it (the unfixed attention, a variant that changes eager numbers, two wrong scales, a weak and a strong
+one, dropout on in both ORTModule and PyTorch, a wrong graph repair, perturbed graphs), and `verification.json`
+keeps the controls' verdicts and values beside the fix's. `where223.study.report.uncontrolled_checks` names any
+check that passed without a failing control. A check says what it left out of its verdict (`not_judged`) and
+what it could not measure (`not_measured`); the overall verdict repeats both. A failing verdict is a result,
+written like a passing one.
 """
 
 from __future__ import annotations
@@ -55,7 +58,10 @@ WEIGHT_ELEMENTS = 64
 class Check:
     """One verification: what was asked, what was measured, against which tolerance, and the verdict.
 
-    `not_measured` names what the question asks that this device could not measure ("" when nothing).
+    `not_measured` names what the question asks that this device could not measure ("" when nothing);
+    `not_judged` what the check measured or found and left out of its verdict on purpose ("" when nothing),
+    which the overall verdict repeats; `per_model` holds, for a check judged model by model, each model's
+    result, its tolerance and how that was set, and the models left out with the reason ({} for other checks).
     """
 
     name: str
@@ -65,9 +71,14 @@ class Check:
     verdict: str
     detail: str = ""
     not_measured: str = ""
+    not_judged: str = ""
+    per_model: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        record = asdict(self)
+        if not self.per_model:
+            del record["per_model"]
+        return record
 
 
 @dataclass
@@ -98,29 +109,42 @@ def _last_line(message: str | None) -> str:
 
 # --- (a) lint ----------------------------------------------------------------------------------------------
 def lint_check(report: LintReport, accepted: Mapping[str, str] | None = None) -> Check:
-    """(a) No type parameter bound to different types, and every value typed and every node checked, unless
-    `accepted` says why untyped values ('untyped_values') or unchecked nodes ('unchecked_nodes') are acceptable."""
+    """(a) No type parameter bound to different types (the kind of finding ONNX Runtime refused in the Where),
+    and every value typed and every node checked, unless `accepted` says why untyped values ('untyped_values')
+    or unchecked nodes ('unchecked_nodes') are acceptable.
+
+    This is not "lint clean": findings of the other kind (a type outside the operator's allowed set) are
+    counted, not judged, and the check names them in `not_judged` (so does the overall verdict), as it names
+    accepted untyped values and unchecked nodes. `value["lint_clean"]` is the linter's one definition
+    (`LintReport.clean`, what the variant table shows), whatever this verdict says.
+    """
     accepted = dict(accepted or {})
     conflicts = [v for v in report.violations if v.kind == FindingKind.BINDING_CONFLICT]
+    not_allowed = [v for v in report.violations if v.kind == FindingKind.NOT_ALLOWED]
     value = {
         "binding_conflicts": len(conflicts),
+        "type_not_allowed": len(not_allowed),
         "untyped_values": report.untyped_values,
         "unchecked_nodes": report.unchecked_count,
+        "lint_clean": report.clean,
     }
     unexplained = [key for key in ("untyped_values", "unchecked_nodes") if value[key] and key not in accepted]
-    others = sorted(
-        {f"{v.op_type}:{v.type_param}" for v in report.violations if v.kind != FindingKind.BINDING_CONFLICT}
-    )
-    notes = [f"other schema findings left in place: {', '.join(others)}" if others else "no other findings"]
-    notes += [f"{key} accepted: {why}" for key, why in accepted.items() if value.get(key)]
+    others = sorted({f"{v.op_type}:{v.type_param}" for v in not_allowed})
+    ignored = [f"{len(not_allowed)} type_not_allowed finding(s) ({', '.join(others)})"] if not_allowed else []
+    ignored += [f"{value[key]} {key.replace('_', ' ')} (accepted: {why})" for key, why in accepted.items()
+                if value.get(key)]
+    notes = [f"lint clean: {report.clean} ({report.outcome})"]
+    notes += [f"type_not_allowed left in place, not judged: {', '.join(others)}" if others else "no other findings"]
     notes += [f"{key} not explained: {value[key]}" for key in unexplained]
     return Check(
         "lint",
-        "Does the export bind every type parameter to one type, with every value typed and every node checked?",
+        "Does the export bind every type parameter to one type, with every value typed and every node checked? "
+        "(binding conflicts judged, other lint findings counted)",
         value,
-        "0 conflicts; 0 untyped values and 0 unchecked nodes unless accepted",
+        "0 binding conflicts; 0 untyped values and 0 unchecked nodes unless accepted; type_not_allowed not judged",
         verdict(not conflicts and not unexplained),
         "; ".join(notes),
+        not_judged="; ".join(ignored),
     )
 
 
@@ -315,6 +339,14 @@ def fp32_reference(settings: reproduce.ReproduceSettings, steps: int) -> Fp32Ref
     data = training.batches(settings.build_dataset(settings.batch_size * steps), settings.batch_size, steps)
     run = training.eager_training(settings.preset, settings.seed, data, settings.device, "fp32")
     return Fp32Reference(batch, logits, data, run)
+
+
+def dropout_reference(settings: reproduce.ReproduceSettings, reference: Fp32Reference) -> Fp32Reference:
+    """`reference` with its eager fp32 training run again with dropout on (same seed, same data): what the
+    dropout control's ORTModule run, dropout on too, is compared with, so that only the random masks differ."""
+    run = training.eager_training(settings.preset, settings.seed, reference.data, settings.device, "fp32",
+                                  dropout=True)
+    return dataclasses.replace(reference, training=run)
 
 
 def fp32_inference_check(
@@ -564,18 +596,42 @@ def export_numerics(
     }
 
 
-# Tolerance of `repaired_outputs`, in spacings of the reduced type at the largest |logit| of the fixed graph.
-REPAIRED_OUTPUTS_SPACINGS = 4
+# Tolerance of `repaired_outputs`, per model: this many spacings of the reduced type (at the source-fixed graph's
+# largest |logit|) for each stage of the model, a stage being one of its n_layer blocks or its head.
+REPAIRED_OUTPUTS_SPACINGS_PER_STAGE = 2
+REPAIRED_OUTPUTS_FORMULA = (f"{REPAIRED_OUTPUTS_SPACINGS_PER_STAGE} x (n_layer + 1) spacings of the reduced type at "
+                            "the source-fixed graph's largest |logit|")
+
+
+def repaired_outputs_tolerance(layers: int) -> int:
+    """The tolerance of `repaired_outputs` on a model of `layers` blocks, in spacings of the reduced type:
+    REPAIRED_OUTPUTS_SPACINGS_PER_STAGE x (layers + 1), fixed by the type and the depth before any result.
+
+    The repaired graph and the source-fixed graph compute the same function and differ only in where they
+    round: in each block the source fix rounds the scaled scores to the reduced type before the mask and the
+    softmax, the repair keeps them in float32 until the softmax's output is rounded. Count, per stage (each
+    block, and the head that rounds the logits): one spacing for two roundings of slightly different values (half
+    a spacing each, in opposite directions), and one more for a later rounding that the difference tips to the
+    neighbouring value: 2 spacings. LayerNorm rescales the residual stream at every block, so these add up
+    across stages rather than multiply. The count assumes that a stage's relative error reaches the logits
+    with a gain of order one; it is an estimate stated in advance, not a proof, which is why a model on which
+    the check's control cannot exceed it is left out of the check (`repaired_outputs_check`).
+    """
+    if layers < 1:
+        raise ValueError(f"a model has at least one block, not {layers}")
+    return REPAIRED_OUTPUTS_SPACINGS_PER_STAGE * (layers + 1)
 
 
 @dataclass(frozen=True)
 class RepairPair:
-    """One model's graph repair (of its unfixed export) and source-fixed export, with the batch to run."""
+    """One model's graph repair (of its unfixed export) and source-fixed export, with the batch to run and the
+    model's number of blocks (its tolerance depends on it)."""
 
     model: str
     repaired: str | Path | onnx.ModelProto
     fixed: str | Path | onnx.ModelProto
     batch: dict[str, torch.Tensor]
+    layers: int
 
 
 def probe_repair_pair(settings: reproduce.ReproduceSettings, variant: str, out_dir: Path) -> RepairPair:
@@ -587,53 +643,116 @@ def probe_repair_pair(settings: reproduce.ReproduceSettings, variant: str, out_d
     with variants.patched_attention(variant):
         fixed = export.export_onnx(probe, batch, out_dir / "probe-fixed.onnx", settings.opset, settings.device,
                                    settings.amp_dtype)
-    return RepairPair("the probe", repair.repair(unfixed)[0], fixed, batch)
+    return RepairPair("the probe", repair.repair(unfixed)[0], fixed, batch, probe.config.n_layer)
 
 
-def repaired_outputs_check(pairs: Sequence[RepairPair], device: str, amp_dtype: str) -> Check:
-    """Graph repair vs source fix: the same reduced-precision logits, within REPAIRED_OUTPUTS_SPACINGS spacings,
-    on every model of `pairs` (the value is the worst model's difference, in spacings).
+def swapped_repairs(pairs: Sequence[RepairPair]) -> list[RepairPair]:
+    """The control of `repaired_outputs`: each pair with every attention Where of its repaired graph given its
+    two value inputs swapped (right types, wrong numbers)."""
+    return [dataclasses.replace(pair, repaired=swapped_where(pair.repaired)) for pair in pairs]
 
-    On a CPU the graphs run with their reduced-precision kernels emulated (float32 compute, outputs rounded:
-    "emulated bf16"), on a GPU on ONNX Runtime's CUDA kernels; a graph that fails the type check is not run, and
-    the check is then "not measured", which does not vote. The two graphs compute the same function but round
-    different intermediates (the repair computes the Where in float32 and keeps the unfixed float scale, the
-    source fix rounds the scores to bf16 first), so exact equality is not the question. The tolerance is fixed
-    by the reduced type, not by this result: each graph's final rounding of the logits is worth half a spacing
-    (one together), and each rounding of an intermediate carried forward is worth at most half a spacing
-    relative to its value, which LayerNorm keeps from growing across layers; 4 spacings leaves room for the
-    per-layer roundings of the attention. On the tiny preset (weights of 0.02) the attention barely reaches the
-    logits, so the probe is measured too: errors of the kind the check exists for (the mask value where the
-    scores belong) move its logits by hundreds of spacings (the control in `run_controls` shows it).
-    """
-    question = (
-        f"Do the repaired graph and the source-fixed graph give the same {amp_dtype} logits (within "
-        f"{REPAIRED_OUTPUTS_SPACINGS} {amp_dtype} spacings) on {' and '.join(pair.model for pair in pairs)}?"
-    )
-    measured = {}
+
+@dataclass(frozen=True)
+class RepairedOutputs:
+    """Repaired against source-fixed logits, per model (`logits_difference`'s fields) with each model's number
+    of blocks, and how the logits were computed; or why they were not (`not_measured`, then nothing else)."""
+
+    differences: dict[str, dict[str, float]]
+    layers: dict[str, int]
+    execution: str = ""
+    not_measured: str = ""
+
+
+def measure_repaired_outputs(pairs: Sequence[RepairPair], device: str, amp_dtype: str) -> RepairedOutputs:
+    """Each pair's repaired and fixed graphs run in reduced precision (emulated bf16 on a CPU, ONNX Runtime's
+    CUDA kernels on a GPU) and their logits compared; not measured when either graph of any pair cannot run."""
+    differences, execution = {}, ""
     for pair in pairs:
         logits = {}
         for label in ("fixed", "repaired"):
             try:
                 logits[label], execution = reduced_precision_logits(getattr(pair, label), pair.batch, device)
             except NotMeasured as reason:
-                return Check("repaired_outputs", question, NOT_MEASURED, f"{REPAIRED_OUTPUTS_SPACINGS} spacings",
-                             NOT_MEASURED, f"the {label} graph of {pair.model} was not run: {reason}")
-        measured[pair.model] = logits_difference(logits["repaired"], logits["fixed"], amp_dtype)
-    worst = max(difference["spacings"] for difference in measured.values())
+                return RepairedOutputs({}, {}, not_measured=f"the {label} graph of {pair.model} was not run: {reason}")
+        differences[pair.model] = logits_difference(logits["repaired"], logits["fixed"], amp_dtype)
+    return RepairedOutputs(differences, {pair.model: pair.layers for pair in pairs}, execution)
+
+
+def _model_line(model: str, result: Mapping[str, Any]) -> str:
+    control = (f"; control {result['control_spacings']:.2f} spacings ({result['control_verdict']})"
+               if "control_spacings" in result else "")
+    return (f"{model} ({result['layers']} block(s)): {result['max_abs_diff']:.3g} = {result['spacings']:.2f} spacings, "
+            f"tolerance {result['tolerance_spacings']} (|logits| {result['magnitude']:.3g}, spacing "
+            f"{result['spacing']:.3g}){control}")
+
+
+def repaired_outputs_check(
+    measured: RepairedOutputs, amp_dtype: str, control: RepairedOutputs | None = None
+) -> Check:
+    """Graph repair vs source fix: the same reduced-precision logits on every model, each model within its own
+    tolerance (`repaired_outputs_tolerance`: the reduced type's spacing and the model's depth).
+
+    `control` is the same measurement on graphs broken on purpose (`swapped_repairs`). A model on which the
+    control stays within the tolerance is one on which no error of that kind can fail the check: it is left
+    out of the verdict, its numbers and the reason kept in `per_model` and named in `not_judged`; the verdict
+    is a pass only if every model left in passes, and with no model left in the check is "not measured" (it
+    does not vote). The same call with `measured` the control's own numbers gives the control's verdict on the
+    same models. The value and the tolerance are per model, in spacings, for the models judged.
+
+    On a CPU the graphs run with their reduced-precision kernels emulated (float32 compute, outputs rounded:
+    "emulated bf16"), on a GPU on ONNX Runtime's CUDA kernels; a graph that fails the type check is not run, and
+    the check is then "not measured". The two graphs compute the same function but round different
+    intermediates, so exact equality is not the question. On the tiny preset (weights of 0.02) the attention
+    barely reaches the logits, so the probe is measured too.
+    """
+    models = list(measured.layers) or ["(no model)"]
+    question = (f"Do the repaired graph and the source-fixed graph give the same {amp_dtype} logits on "
+                f"{' and '.join(models)}, each within {REPAIRED_OUTPUTS_SPACINGS_PER_STAGE} x (n_layer + 1) "
+                f"{amp_dtype} spacings?")
+    formula = REPAIRED_OUTPUTS_FORMULA.replace("the reduced type", amp_dtype)
+    emulated = (f"{amp_dtype} logits on ONNX Runtime's own kernels ({measured.execution}: float32 compute, "
+                "outputs rounded)") if measured.execution.startswith("emulated") else ""
+    if measured.not_measured:
+        return Check("repaired_outputs", question, NOT_MEASURED, formula, NOT_MEASURED, measured.not_measured,
+                     per_model={"tolerance_formula": formula, "models": {}, "dropped": {}})
+    results: dict[str, dict[str, Any]] = {}
+    dropped: dict[str, str] = {}
+    for model, difference in measured.differences.items():
+        tolerance = repaired_outputs_tolerance(measured.layers[model])
+        result = {"layers": measured.layers[model], "tolerance_spacings": tolerance, **difference,
+                  "verdict": verdict(difference["spacings"] <= tolerance)}
+        if control is not None and not control.not_measured:
+            controlled = control.differences[model]["spacings"]
+            result.update(control_spacings=controlled, control_verdict=verdict(controlled <= tolerance))
+            if controlled <= tolerance:
+                dropped[model] = (f"its control (every attention Where's value inputs swapped) differs by only "
+                                  f"{controlled:.2f} spacings, within its tolerance of {tolerance}: no error of that "
+                                  "kind can fail the check on it")
+        results[model] = result
+    judged = {model: result for model, result in results.items() if model not in dropped}
+    notes = [f"max |difference| of {measured.execution} logits, in spacings of {amp_dtype} at the source-fixed "
+             "graph's largest |logit|: " + "; ".join(_model_line(m, r) for m, r in results.items())]
+    notes += [f"tolerance {formula}"]
+    if control is not None and control.not_measured:
+        notes.append(f"control not measured ({control.not_measured}): no model shown able to fail")
+    notes += [f"left out: {model}: {why}" for model, why in dropped.items()]
+    per_model = {"tolerance_formula": formula, "models": results, "dropped": dropped}
+    left_out = "; ".join(f"{model} (control within tolerance)" for model in dropped)
+    if not judged:
+        notes.insert(0, "no model on which its control fails, so nothing judged")
+        return Check("repaired_outputs", question, NOT_MEASURED, formula, NOT_MEASURED, "; ".join(notes),
+                     not_judged=left_out, per_model=per_model)
     return Check(
         "repaired_outputs",
         question,
-        worst,
-        REPAIRED_OUTPUTS_SPACINGS,
-        verdict(worst <= REPAIRED_OUTPUTS_SPACINGS),
-        f"max |difference| of {execution} logits, in spacings of {amp_dtype} at the largest |logit|: "
-        + "; ".join(f"{model}: {d['max_abs_diff']:.3g} = {d['spacings']:.2f} spacings (|logits| {d['magnitude']:.3g}, "
-                    f"spacing {d['spacing']:.3g})" for model, d in measured.items())
-        + f"; tolerance {REPAIRED_OUTPUTS_SPACINGS} spacings",
+        {model: result["spacings"] for model, result in judged.items()},
+        {model: result["tolerance_spacings"] for model, result in judged.items()},
+        verdict(all(result["verdict"] == PASS for result in judged.values())),
+        "; ".join(notes),
         # emulation checks the graphs' numbers, not ONNX Runtime's own reduced-precision kernels: say so
-        not_measured=(f"{amp_dtype} logits on ONNX Runtime's own kernels ({execution}: float32 compute, "
-                      "outputs rounded)") if execution.startswith("emulated") else "",
+        not_measured=emulated,
+        not_judged=left_out,
+        per_model=per_model,
     )
 
 
@@ -653,13 +772,15 @@ def coverage(checks: Sequence[Check]) -> list[str]:
 
 
 def verdict_statement(checks: Sequence[Check], device: str) -> str:
-    """The overall verdict with what it covers: how many checks passed, which failed, what was not measured."""
+    """The overall verdict with what it covers: how many checks passed, which failed, what each check left out
+    of its verdict on purpose (`not_judged`), what was not measured."""
     voting = [c for c in checks if c.verdict in (PASS, FAIL)]
     failed = [c.name for c in voting if c.verdict == FAIL]
     overall = verdict(not failed)
     text = f"{overall} — {len(voting) - len(failed)} of {len(voting)} checks pass"
     if failed:
         text += f"; failed: {', '.join(failed)}"
+    text += "".join(f"; {c.name} did not judge {c.not_judged}" for c in checks if c.not_judged)
     missing = coverage(checks)
     text += f"; not measured on {device}: {'; '.join(missing)}" if missing else "; nothing asked went unmeasured"
     return text
@@ -679,6 +800,7 @@ def summary(checks: list[Check], device: str = "cpu") -> dict[str, Any]:
 
 FIXED_MODEL, FP32_MODEL, REPAIRED_MODEL = "model.onnx", "model-fp32.onnx", "repaired.onnx"
 UNFIXED_VARIANT, NUMERICS_VARIANT, WRONG_SCALE_VARIANT = "4.25", "float+masked_fill", "control-wrong-scale"
+WEAK_SCALE_VARIANT = "control-head-size-scale"
 
 
 def export_and_lint(settings: reproduce.ReproduceSettings, variant: str, out: Path) -> tuple[Path, LintReport]:
@@ -711,9 +833,14 @@ def run_controls(
     release_paths: tuple[Path, Path] | None,
     release_name: str,
     tolerances: Mapping[str, float],
-    repair_pairs: Sequence[RepairPair],
+    swapped_outputs: RepairedOutputs,
 ) -> list[Control]:
-    """The negative controls, each running the checks it was built to break (see the module docstring)."""
+    """The negative controls, each running the checks it was built to break (see the module docstring).
+
+    Two wrong scales: the weaker one (dividing by the head size, the control as first built) is kept beside the
+    stronger one (multiplying by sqrt(head size)), so the record shows how far each check is from missing an
+    error of that kind. `swapped_outputs` is `repaired_outputs`' measurement on its control
+    graphs (`swapped_repairs`), made once by `verify_fix`, where the check itself uses it too."""
     unfixed = Control(UNFIXED_VARIANT, "the unfixed attention: transformers 4.25.1's two lines",
                       ["lint", "path:*", "matches_release"])
     unfixed.checks.append(lint_check(export_and_lint(settings, UNFIXED_VARIANT, scratch / "unfixed.onnx")[1]))
@@ -725,29 +852,33 @@ def run_controls(
     numerics = Control(NUMERICS_VARIANT, "a Python-float scale: the same numbers unless bf16/fp16 cannot hold "
                        "sqrt(head size)", ["eager_bitwise_probe"], eager_checks(settings, NUMERICS_VARIANT))
 
-    wrong_scale = Control(WRONG_SCALE_VARIANT, variants.get_variant(WRONG_SCALE_VARIANT).description,
+    def scale_control(name: str) -> Control:
+        control = Control(name, variants.get_variant(name).description,
                           ["eager_bitwise", "eager_bitwise_probe", "fp32_inference", "fp32_gradients", "fp32_training"],
-                          eager_checks(settings, WRONG_SCALE_VARIANT))
-    wrong_scale.checks.append(fp32_inference_check(settings, WRONG_SCALE_VARIANT, reference,
-                                                   scratch / "wrong-scale-fp32.onnx", tolerances["logits"]))
-    wrong_scale.checks += fp32_training_checks(settings, WRONG_SCALE_VARIANT, reference, scratch / "wrong-scale",
+                          eager_checks(settings, name))
+        control.checks.append(fp32_inference_check(settings, name, reference, scratch / f"{name}-fp32.onnx",
+                                                   tolerances["logits"]))
+        control.checks += fp32_training_checks(settings, name, reference, scratch / name,
                                                loss_tolerance=tolerances["loss"],
                                                gradient_tolerance=tolerances["gradient"])[0]
+        return control
 
-    dropout = Control("dropout on", f"{variant} trained through ORTModule with dropout on (ONNX Runtime draws "
-                      "other random numbers than PyTorch)", ["fp32_gradients", "fp32_training"])
-    dropout.checks += fp32_training_checks(settings, variant, reference, scratch / "dropout",
-                                           loss_tolerance=tolerances["loss"], gradient_tolerance=tolerances["gradient"],
-                                           dropout=True)[0]
+    weak_scale, wrong_scale = scale_control(WEAK_SCALE_VARIANT), scale_control(WRONG_SCALE_VARIANT)
+
+    dropout = Control("dropout on", f"{variant} trained through ORTModule with dropout on, against PyTorch with "
+                      "dropout on from the same seed and data: only the random masks differ (ONNX Runtime draws "
+                      "its own random numbers)", ["fp32_gradients", "fp32_training"])
+    dropout.checks += fp32_training_checks(settings, variant, dropout_reference(settings, reference),
+                                           scratch / "dropout", loss_tolerance=tolerances["loss"],
+                                           gradient_tolerance=tolerances["gradient"], dropout=True)[0]
 
     miscast = Control("repair cast to double", "the graph repair with its Casts to double instead of the "
                       "conflict's type", ["graph_repair"], [repair_check(miscast_repair(repaired, changes), fixed_path,
                                                                           changes)])
     swapped = Control("repair: Where inputs swapped", "the graph repair with every attention Where's two value "
                       "inputs swapped (right types, wrong numbers)", ["repaired_outputs"],
-                      [repaired_outputs_check([dataclasses.replace(pair, repaired=swapped_where(pair.repaired))
-                                               for pair in repair_pairs], settings.device, settings.amp_dtype)])
-    controls = [unfixed, numerics, wrong_scale, dropout, miscast, swapped]
+                      [repaired_outputs_check(swapped_outputs, settings.amp_dtype, control=swapped_outputs)])
+    controls = [unfixed, numerics, weak_scale, wrong_scale, dropout, miscast, swapped]
     if release_paths:
         ours, theirs = release_paths
         release_model = onnx.load(str(theirs))
@@ -773,13 +904,15 @@ def verify_fix(
 ) -> dict[str, Any]:
     """Verify attention `variant` against the unfixed run of `settings` kept in `source_dir`; the record.
 
-    Every check, in notebook 03's order: (a) the fixed export lints clean, (b) each path of notebook 01 gets
+    Every check, in notebook 03's order: (a) the fixed export has no type-binding conflict, every value typed
+    and every node checked (other lint findings counted, named as not judged), (b) each path of notebook 01 gets
     past the stage that failed, (c) eager logits and attention probabilities under autocast are bitwise
     unchanged on the preset and on the probe, (d) fp32 gradients and losses through ORTModule and fp32 logits
     in onnxruntime match unpatched PyTorch, (e) every layer's attention block equals transformers `release`'s
     own (skipped when `release` is ""), (f) the eager-versus-graph divergence before and after, and the graph
     repair of the unfixed model beside the fix, judged by ONNX Runtime, and its logits against the fix's (emulated
-    bf16 on a CPU, on the preset and the probe; `numerics` records both against eager). Then the negative controls
+    bf16 on a CPU, on the preset and the probe, each within a tolerance set by its depth, a model on which the
+    control cannot fail left out; `numerics` records both against eager). Then the negative controls
     (`run_controls`). The exports, lint.json, divergence.json and the record itself (verification.json) are
     written into `fix_dir`.
     """
@@ -824,14 +957,19 @@ def verify_fix(
         repaired_path = fix_dir / REPAIRED_MODEL
         repair.save_model(repaired, repaired_path)
         checks.append(repair_check(repaired_path, fixed_path, changes))
-        repair_pairs = [RepairPair(f"the {settings.preset} preset", repaired_path, fixed_path, batch),
+        repair_pairs = [RepairPair(f"the {settings.preset} preset", repaired_path, fixed_path, batch,
+                                   model.config.n_layer),
                         probe_repair_pair(settings, variant, scratch)]
-        checks.append(repaired_outputs_check(repair_pairs, settings.device, settings.amp_dtype))
+        swapped_outputs = measure_repaired_outputs(swapped_repairs(repair_pairs), settings.device,
+                                                   settings.amp_dtype)
+        checks.append(repaired_outputs_check(
+            measure_repaired_outputs(repair_pairs, settings.device, settings.amp_dtype), settings.amp_dtype,
+            control=swapped_outputs))
 
         controls = run_controls(settings, variant, reference, scratch, repaired=repaired, changes=changes,
                                 fixed_path=fixed_path, release_paths=release_paths,
                                 release_name=f"transformers {release}", tolerances=tolerances,
-                                repair_pairs=repair_pairs)
+                                swapped_outputs=swapped_outputs)
 
     verification = {
         **summary(checks, settings.device),

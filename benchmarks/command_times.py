@@ -1,0 +1,87 @@
+"""How long the two commands take: `make test` (and any other command) timed end to end in a checkout.
+
+Each command runs once in `--checkout` (default: this repository) with its output kept in a log; the record holds
+its wall time, exit status, the load average before and after (other work on the machine slows it), the pytest
+summary line when there is one, and the environment. Records of other commands in the same file are kept, so
+README's "how long" column reads from one place:
+
+    .venv/bin/python benchmarks/command_times.py "make test" [--checkout /tmp/fresh-clone] [--out FILE]
+
+Time setup first (`make setup`): a command timed here includes whatever setup it triggers, and says so only
+through its time. The record goes to outputs/benchmarks/command_times.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from where223.pipeline import environment, paths, publish
+
+RECORD: Path = paths.OUTPUTS / "benchmarks" / "command_times.json"
+_PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(passed|failed|error)\b.*) =+$")
+
+
+def pytest_summary(output: str) -> str | None:
+    """pytest's last summary line (`493 passed, 8 skipped in 656.12s`) in a command's output, if any."""
+    lines = [match.group(1) for match in map(_PYTEST_SUMMARY.match, output.splitlines()) if match]
+    return lines[-1] if lines else None
+
+
+def timed(command: str, checkout: Path, log: Path) -> dict[str, Any]:
+    """Run `command` through bash in `checkout`, its output to `log`; its time, status and pytest summary."""
+    before = os.getloadavg()
+    start = time.monotonic()
+    with log.open("w") as sink:
+        status = subprocess.run(["bash", "-c", command], cwd=checkout, stdout=sink, stderr=subprocess.STDOUT,
+                                check=False).returncode
+    seconds = time.monotonic() - start
+    return {
+        "command": command,
+        "checkout": "this repository" if checkout.resolve() == paths.ROOT else "another checkout (a fresh clone)",
+        "seconds": round(seconds, 1),
+        "minutes": round(seconds / 60, 1),
+        "returncode": status,
+        "pytest_summary": pytest_summary(log.read_text(errors="replace")),
+        "load_average_before": [round(value, 2) for value in before],
+        "load_average_after": [round(value, 2) for value in os.getloadavg()],
+        "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs="+", help='commands to time, each one argument (e.g. "make test")')
+    parser.add_argument("--checkout", type=Path, default=paths.ROOT, help="where to run them (default: here)")
+    parser.add_argument("--out", type=Path, default=RECORD, help="the record to update")
+    args = parser.parse_args(argv)
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    commands = dict(previous.get("commands", {}))
+    for command in args.command:
+        log = args.out.parent / f".{re.sub(r'[^a-z0-9]+', '-', command.lower()).strip('-')}.log"
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        result = timed(command, args.checkout, log)
+        commands[command] = result
+        print(f"{shlex.quote(command)}: {result['seconds']:.0f} s, exit {result['returncode']}"
+              f"{', ' + result['pytest_summary'] if result['pytest_summary'] else ''} (log {log})", flush=True)
+    record = {
+        "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
+        "commands": dict(sorted(commands.items())),
+    }
+    publish.write_record(args.out, record, args.out.parent.parent)
+    print(f"record: {args.out}")
+    return 0 if all(commands[command]["returncode"] == 0 for command in args.command) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
