@@ -4,12 +4,11 @@
 document, unique in it, that holds the number):
 
 - `record` (a path, or a glob whose matches are reduced) and `field` (keys, `[index]` or `[key=value]` into the
-  JSON, `*` for
-  every key of a mapping, whose items without the next key are left out; nulls, values not measured, are left
-  out; a list field stands for its items): the value, optionally reduced (`reduce: sum |
-  len | max | min`, or `equal: v` for how many values are v), less another field of
-  the same record (`minus`), divided (`divide`) and formatted (`format`, a Python format spec), must appear in
-  the quote as one of its numbers;
+  JSON, `*` for every key of a mapping, whose items without the next key are left out; nulls, values not
+  measured, are left out; a list field stands for its items; `pattern`, a regular expression, takes its first
+  group from text): the value, optionally reduced (`reduce: sum | len | max | min`, or `equal: v` for how many
+  values are v), less another field of the same record (`minus`), divided (`divide`) and formatted (`format`, a
+  Python format spec), must appear in the quote as one of its numbers;
 - `test` (`path::name`, or a list of them; a name may be a module-level table of cases): tests that check the
   number; each must exist and the number must appear in one of them;
 - `exempt`: why the number needs no source (a release name, a line of someone else's file, a port).
@@ -79,6 +78,8 @@ def recorded(entry: dict[str, Any], root: Path) -> str:
     if not paths:
         raise LookupError(f"no record matches {entry['record']}")
     values = [value for path in paths for value in _field(json.loads(Path(path).read_text()), entry["field"])]
+    if "pattern" in entry:  # a number inside recorded text: the pattern's first group
+        values = [match.group(1) for value in values if (match := re.search(entry["pattern"], str(value)))]
     if len(values) == 1 and isinstance(values[0], list):  # a list field: its items
         values = values[0]
     values = [value for value in values if value is not None]  # not measured
@@ -252,6 +253,7 @@ def test_a_field_selects_by_name_and_refuses_an_ambiguous_one(tmp_path: Path):
     assert recorded(entry, tmp_path) == "1e-05"
     assert recorded({"record": "r.json", "field": "t.a", "minus": "t.b", "format": ".0f"}, tmp_path) == "2"
     assert recorded({"record": "r.json", "field": "checks[0].value"}, tmp_path) == "2"
+    assert recorded({"record": "r.json", "field": "checks[0].name", "pattern": r"(l)int"}, tmp_path) == "l"
     record["checks"].append({"name": "fp32", "value": 0.5})  # control: two items of that name
     (tmp_path / "r.json").write_text(json.dumps(record))
     with pytest.raises(LookupError, match="exactly one"):
