@@ -1,5 +1,6 @@
 # where223: two commands from a fresh clone.
-#   make run   create .venv if needed, then execute every notebook with papermill into outputs/
+#   make run   create .venv if needed, then execute every notebook with papermill into outputs/, write the
+#              report and say whether the rerun reproduced the committed records
 #   make test  create .venv if needed, then run pytest (notebooks with tiny parameters included)
 SHELL := /bin/bash
 VENV := .venv
@@ -15,9 +16,11 @@ $(STAMP): requirements.lock pyproject.toml scripts/setup-env.sh src/where223/gpt
 
 setup: $(STAMP)
 
+# ends with compare's one line: did this run reproduce the committed records (HEAD)? (`where223 compare` for the table)
 run: setup
 	$(PY) -m where223 run
 	$(PY) -m where223 report
+	@$(PY) -m where223 compare --summary || true
 
 test: setup
 	$(PY) -m pytest

@@ -25,6 +25,7 @@ RECORD_READERS = (
     "where223.study.variant_figure",
     "where223.study.matrix_figure",
     "where223.study.report",
+    "where223.study.compare",
 )
 
 

@@ -181,6 +181,37 @@ class Report(Command):
         return 0
 
 
+class Compare(Command):
+    """Say whether the outputs reproduce a reference's records (default: the committed ones, HEAD).
+
+    REF is a folder of outputs or a git revision (its outputs/). Prints what differs, the deciding differences
+    first, then one summary line. Exit 0 reproduced, 1 not reproduced, 2 a bad REF or a tree without records.
+    """
+
+    name = "compare"
+    explained_by = "where223.study.compare"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("ref", nargs="?", default="HEAD", help="a git revision or a folder of outputs (HEAD)")
+        parser.add_argument("--outputs", help="the outputs folder to judge (default outputs/)")
+        parser.add_argument("--summary", action="store_true", help="print only the one-line summary")
+        parser.add_argument("--all", action="store_true", help="list the differences not judged too")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.study import compare
+
+        outputs = Path(args.outputs) if args.outputs else compare.OUTPUTS
+        result = compare.compare(args.ref, outputs)
+        if not args.summary:
+            kinds = compare.KINDS if args.all else ("differs",)
+            if result.of("differs") or args.all:
+                _say(compare.table(result, kinds))
+        _say(result.summary())
+        return 0 if result.reproduced else 1
+
+
 class Lint(Command):
     """Check every node's type constraints against ONNX's own operator schemas.
 
@@ -588,7 +619,7 @@ class Strip(Command):
 
 COMMANDS: dict[str, type[Command]] = {
     command.name: command
-    for command in (Run, Report, Lint, Blame, Draw, Repair, BenchVariants, Matrix, Architectures, Strip)
+    for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, BenchVariants, Matrix, Architectures, Strip)
 }
 
 

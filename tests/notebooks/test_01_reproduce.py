@@ -1,10 +1,11 @@
 """Notebook 01 with tiny parameters, on every path; its records agree with the committed outputs."""
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import load_json, run_name, run_notebook
+from tests.conftest import TINY, load_json, run_name, run_notebook
 from where223.pipeline.paths import OUTPUTS, ROOT
 from where223.pipeline.run import NotebookFailedError
 
@@ -58,3 +59,41 @@ def test_bad_parameter_fails_the_notebook_with_the_allowed_values(session_output
     assert "parameter path='torchscript' is not allowed" in str(caught.value)
     name = "01_reproduce__path=torchscript"
     assert (session_outputs / "bad" / "failed" / name / "notebooks" / f"{name}.ipynb").is_file()
+
+
+TIMING_KEYS = {"start_time", "end_time", "duration", "execution", "seconds"}  # what a rerun may change
+
+
+def _without_timings(value):
+    if isinstance(value, dict):
+        return {key: _without_timings(item) for key, item in value.items() if key not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [_without_timings(item) for item in value]
+    return value
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.relative_to(root).parts[0] not in ("failed", ".staging")}
+
+
+def test_a_rerun_on_the_same_machine_changes_only_timings(reproduced, session_outputs: Path, tmp_path: Path):
+    from where223.study import compare
+
+    reproduced("onnx_export")
+    first = _snapshot(session_outputs)
+    run_notebook("01_reproduce", session_outputs, path="onnx_export", **TINY)
+    second = _snapshot(session_outputs)
+    assert sorted(first) == sorted(second)
+    changed = sorted(name for name in first if first[name] != second[name])
+    assert changed, "control: the executed copy records when it ran, so something must change"
+    for name in changed:
+        assert name.endswith((".ipynb", ".json")), f"{name} changed in bytes"
+        a, b = (_without_timings(json.loads(side[name])) for side in (first, second))
+        assert a == b, f"{name} changed beyond its timings"
+    for label, files in (("first", first), ("second", second)):
+        for name, data in files.items():
+            (tmp_path / label / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / label / name).write_bytes(data)
+    result = compare.compare(tmp_path / "first", tmp_path / "second")
+    assert result.reproduced and not result.of("untoleranced number"), compare.table(result, compare.KINDS)

@@ -30,6 +30,8 @@ DEFAULT_PLAN = NOTEBOOKS / "plan.yaml"
 EXECUTED = "notebooks"  # the folder of executed copies and their HTML, in an outputs tree
 PLAN_KEYS = frozenset({"runs"})
 RUN_KEYS = frozenset({"notebook", "parameters"})
+INJECTED_CELL_ID = "injected-parameters"  # the id of the cell papermill injects, in every executed copy
+PARAMETERS_TABLE_ID = "run-parameters"  # the id of the parameters table the HTML export adds under the title
 
 
 class PlanError(UsageError, ValueError):
@@ -262,11 +264,14 @@ def _relative_paths(text: str) -> str:
 
 def make_portable(notebook: Path) -> Path:
     """Rewrite an executed notebook's outputs and papermill's record of its paths with portable paths
-    (site-packages and the checkout stripped, staged paths as published), so the committed copy is the same
-    wherever the clone lives."""
+    (site-packages and the checkout stripped, staged paths as published), and give the cell papermill injects a
+    fixed id, so the committed copy is the same wherever the clone lives and whenever it runs."""
     import nbformat
 
     executed = nbformat.read(notebook, as_version=4)
+    for cell in executed.cells:  # papermill gives the cell it injects a random id: a fixed one, so reruns agree
+        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            cell["id"] = INJECTED_CELL_ID
     run = executed.metadata.get("papermill", {})
     for key in ("input_path", "output_path"):
         if run.get(key):
@@ -308,7 +313,8 @@ def reviewer_copy(notebook: Any, name: str = "") -> Any:
         rows = [f"| `{name}` | `{_relative_paths(str(value))}` |" for name, value in sorted(given.items())]
         table = nbformat.v4.new_markdown_cell(
             "\n".join(["Run with (other parameters at the notebook's defaults):", "", "| parameter | value |",
-                       "|---|---|", *rows])
+                       "|---|---|", *rows]),
+            id=PARAMETERS_TABLE_ID,  # not a random one: the HTML of a rerun is the same
         )
         titled = next(
             (k for k, c in enumerate(copied.cells)
