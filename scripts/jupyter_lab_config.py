@@ -6,6 +6,8 @@ rejects. Before each save of a notebook directly under notebooks/, this hook dro
 counts from what is written; the open notebook keeps showing them. Executed copies (outputs/notebooks/) and
 notebooks anywhere else are saved as they are. A hook, rather than jupytext pairing or a git filter: the source
 stays one .ipynb that papermill runs as it is, and the file on disk is clean, not only what git sees.
+
+It also turns off JupyterLab's news prompt and update check (neither fetches anything then).
 """
 
 from __future__ import annotations
@@ -31,3 +33,6 @@ def keep_source_notebooks_clean(model: dict[str, Any], path: str, **_: Any) -> N
 if "get_config" in globals():  # read by Jupyter, which defines get_config; imported by the tests, which do not
     c = get_config()  # noqa: F821
     c.FileContentsManager.pre_save_hook = keep_source_notebooks_clean
+    # no "get notified about official Jupyter news?" prompt and no update check: nothing asks to reach the internet
+    c.LabApp.news_url = None
+    c.LabApp.check_for_updates_class = "jupyterlab.handlers.announcements.NeverCheckForUpdate"

@@ -100,3 +100,18 @@ def test_ruff_is_clean():
     result = subprocess.run([str(ruff), "check", "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True,
                             text=True, check=False)
     assert result.returncode == 0, result.stdout
+
+
+def test_make_test_prints_why_a_test_was_skipped(tmp_path):
+    import subprocess
+    import sys
+
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("import pytest\n\n\ndef test_skipped():\n"
+                     '    pytest.skip("install chromium (apt-get install chromium)")\n')
+    command = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path),
+               str(probe), "-p", "no:cacheprovider"]
+    shown = subprocess.run(command, capture_output=True, text=True, check=False).stdout
+    assert "SKIPPED [1]" in shown and "install chromium (apt-get install chromium)" in shown, shown
+    hidden = subprocess.run([*command, "-o", "addopts="], capture_output=True, text=True, check=False).stdout
+    assert "install chromium" not in hidden  # control: without the project's options pytest does not say why

@@ -3,6 +3,7 @@ and stops."""
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -81,6 +82,12 @@ def test_make_lab_serves_the_repository_with_the_project_kernel(tmp_path):
             get(f"{base}/api/contents/{folder}/probe.ipynb", token, notebook_with_outputs())
             saved = json.loads((checkout / folder / "probe.ipynb").read_text())
             assert len(saved["cells"][0]["outputs"]) == outputs_kept, folder
+        with urllib.request.urlopen(f"{base}/lab?token={token}", timeout=5) as response:
+            page = response.read().decode()
+        config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1))
+        assert config["news"] == {"disabled": True}  # no prompt about Jupyter news, no feed fetched
+        assert get(f"{base}/lab/api/news", token) == {"news": []}
+        assert get(f"{base}/lab/api/update", token)["notification"] is None  # and no update check
         listening = {
             c.laddr.ip
             for c in psutil.net_connections("inet")
