@@ -232,3 +232,61 @@ def test_onnx_numerics_column_measures_emulated_bf16_and_never_runs_a_refused_gr
         probe = rows[name]["onnx_numerics_probe"]
         assert probe["execution"] == "emulated bf16" and probe["spacing"] == 2.0**-5  # |logits| in [4, 8)
     assert rows["4.25"]["onnx_numerics_probe"]["status"] == "not measured"
+
+
+def _timed_with(durations, monkeypatch, steps: int = 20, warmup: int = 0):
+    """`bench.step_times` on a fake clock: a step of variant v takes `durations(v, round)` seconds."""
+    from contextlib import contextmanager
+
+    clock = {"now": 0.0, "variant": None, "round": {}}
+
+    @contextmanager
+    def patched(name):
+        clock["variant"] = name
+        yield
+
+    def step(*args):
+        name = clock["variant"]
+        clock["round"][name] = clock["round"].get(name, -1) + 1
+        clock["now"] += durations(name, clock["round"][name])
+
+    monkeypatch.setattr(bench.variants, "patched_attention", patched)
+    monkeypatch.setattr(bench, "_train_step", step)
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock["now"])
+    settings = bench.StudySettings.resolve(device="cpu", preset="tiny", steps=steps, warmup=warmup,
+                                           names=["4.25", "4.26", "full_const+masked_fill"])
+    return bench.step_times(settings, setup=(None, None, None))
+
+
+def test_the_timing_stops_once_its_decisions_settle(monkeypatch):
+    times, stopping = _timed_with(lambda name, r: {"4.25": 1.0, "4.26": 1.5, "full_const+masked_fill": 1.0}[name]
+                                  + 0.01 * (r % 3), monkeypatch)
+    assert stopping["rounds"] == ranking.MIN_ROUNDS == len(times["4.26"]) and "unchanged" in stopping["stopped_by"]
+    assert stopping["rule"] == ranking.STOPPING_RULE and stopping["max_rounds"] == 20
+
+
+def test_timing_whose_decisions_keep_changing_runs_to_the_maximum(monkeypatch):
+    # 4.26's same-round ratio wanders so that it is faster than the baseline, then tied, then faster again, and
+    # never holds one decision for the rule's window (found by searching such sequences; the others hold still)
+    wandering = [0.6, 1.6, 1.0, 0.6, 0.6, 1.6, 0.6, 0.6, 1.6, 0.6, 1.0, 1.0, 0.6, 1.0]
+    times, stopping = _timed_with(lambda name, r: wandering[r] if name == "4.26" else 1.0, monkeypatch, steps=14)
+    assert stopping["rounds"] == 14 == len(times["4.25"]) and stopping["stopped_by"] == "the maximum number of rounds"
+
+
+def test_the_stopping_rule_needs_its_minimum_and_its_stable_rounds():
+    same = {("a", "b"): 0}
+    assert not ranking.timing_settled([same] * (ranking.MIN_ROUNDS - 1))
+    assert ranking.timing_settled([same] * ranking.MIN_ROUNDS)
+    changed = [same] * (ranking.MIN_ROUNDS - 1) + [{("a", "b"): 1}]
+    assert not ranking.timing_settled(changed)  # control: the last round changed a decision
+    assert ranking.timing_decisions({"4.25": [1.0, 1.0], "x": [2.0, 2.0]}) == {("4.25", "x"): -1}
+
+
+def test_the_rule_judges_only_the_pairs_the_recommendation_depends_on():
+    row = {"eager_equal": True, "eager_equal_probe": True, "lint_clean": True, "divergences": 0, "attention_casts": 3,
+           "ort": {"status": "missing_kernel"}, "where_type_conflict": False}
+    rows = {"a": dict(row), "b": dict(row), "c": {**row, "divergences": 2}, "d": {**row, "eager_equal": False}}
+    assert ranking.timing_pairs(rows) == {("a", "b")}  # c differs before time, d is not eligible
+    times = {"4.25": [1.0] * 3, "a": [1.0] * 3, "b": [1.0] * 3, "c": [2.0] * 3}
+    assert set(ranking.timing_decisions(times, pairs={("a", "b")})) == {("a", "b")}
+    assert len(ranking.timing_decisions(times)) == 6  # control: without pairs every pair is judged

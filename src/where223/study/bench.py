@@ -39,9 +39,14 @@ from where223.study.ranking import (
     BASELINE,
     NOT_MEASURED,
     ORT_STATUSES,
+    STABLE_ROUNDS,
+    STOPPING_RULE,
     TRACING_LEVELS,
-    paired_spread,
     recommend,
+    timing_decisions,
+    timing_pairs,
+    timing_rows,
+    timing_settled,
     trace_correct,
     tracing_level,
 )
@@ -327,14 +332,21 @@ def _training_setup(settings: StudySettings):
     return model, optimizer, batch
 
 
-def step_times(settings: StudySettings, setup: tuple | None = None) -> dict[str, list[float]]:
-    """Seconds per training step of each variant, round-robin on one model, warm-up rounds dropped.
+def step_times(settings: StudySettings, setup: tuple | None = None, pairs: set[tuple[str, str]] | None = None
+               ) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Seconds per training step of each variant, round-robin on one model, warm-up rounds dropped; and how the
+    timing stopped (`ranking.STOPPING_RULE`: once the decisions between variants settle, at `steps` rounds at
+    most), as the record states it; `pairs` are the pairs of variants the rule judges (None: every pair).
 
     Each round starts one variant later than the previous, so no variant always follows the same one.
     """
     model, optimizer, batch = setup or _training_setup(settings)
     names = list(settings.variants)
     times: dict[str, list[float]] = {name: [] for name in names}
+    history: list[dict[tuple[str, str], int]] = []
+    stopped = {"rule": STOPPING_RULE, "pairs": sorted(f"{a} / {b}" for a, b in pairs) if pairs is not None
+               else "every pair", "max_rounds": settings.steps, "rounds": settings.steps,
+               "stopped_by": "the maximum number of rounds"}
     for round_index in range(settings.warmup + settings.steps):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
@@ -346,7 +358,12 @@ def step_times(settings: StudySettings, setup: tuple | None = None) -> dict[str,
                 elapsed = time.perf_counter() - start
             if round_index >= settings.warmup:
                 times[name].append(elapsed)
-    return times
+        if round_index >= settings.warmup and BASELINE in times:
+            history.append(timing_decisions(times, pairs=pairs))
+            if timing_settled(history) and round_index + 1 < settings.warmup + settings.steps:
+                stopped.update(rounds=len(history), stopped_by=f"decisions unchanged over {STABLE_ROUNDS} rounds")
+                break
+    return times, stopped
 
 
 def count_cuda_events(names: Sequence[str]) -> dict[str, int]:
@@ -380,8 +397,11 @@ def cuda_counts(settings: StudySettings, setup: tuple) -> dict[str, dict[str, fl
     return results
 
 
-def training_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
-    """Per variant: median step time, its ratio to the baseline's, and the CUDA counts (or 'not measured').
+def training_checks(settings: StudySettings, rows: dict[str, dict[str, Any]] | None = None
+                    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Per variant: median step time, its ratio to the baseline's, the rounds it was timed for, and the CUDA
+    counts (or 'not measured'); and how the timing stopped (`step_times`, judging the pairs `rows`, the eager
+    and export columns, make the recommendation depend on; every pair without them), for the record.
 
     `step_time_ratio` is the ratio of the medians; `paired_ratio` the median over rounds of the variant's
     time over the baseline's in the same round, which a machine whose load changes mid-run (shared CPUs)
@@ -389,25 +409,27 @@ def training_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
     treats differences inside it as ties).
     """
     setup = _training_setup(settings)
-    times = step_times(settings, setup)
+    pairs = timing_pairs(rows) if rows is not None and all("eager_equal_probe" in row for row in rows.values()) \
+        else None
+    times, stopping = step_times(settings, setup, pairs)
     counts = cuda_counts(settings, setup) if settings.device == "cuda" else {}
     base = statistics.median(times[BASELINE])
+    paired = timing_rows(times)  # what the stopping rule judged, so the record and the rule agree
     results: dict[str, dict[str, Any]] = {}
     for name in settings.variants:
         median = statistics.median(times[name])
-        paired = [ours / theirs for ours, theirs in zip(times[name], times[BASELINE], strict=True)]
         cuda = counts.get(name, {})
         results[name] = {
             "step_time_median_s": median,
             "step_time_ratio": median / base,
-            "paired_ratio": statistics.median(paired),
-            "paired_ratio_spread": paired_spread(paired),
+            **paired[name],
             "step_times_s": times[name],
+            "steps_timed": len(times[name]),
             "syncs_per_step": cuda.get("stream_synchronize", NOT_MEASURED),
             "memcpy_calls_per_step": cuda.get("memcpy_calls", NOT_MEASURED),
             "h2d_copies_per_step": cuda.get("h2d_copies", NOT_MEASURED),
         }
-    return results
+    return results, stopping
 
 
 EXPORT_FIELDS: tuple[str, ...] = (
@@ -475,9 +497,11 @@ def run_study(
     elif export_record is not None:
         export_from = merge_export_columns(rows, records.read_json(export_record), settings)
         export_from["path"] = paths.portable(str(export_record))
-    progress(f"training steps: {settings.warmup} warm-up + {settings.steps} timed rounds")
-    for name, row in training_checks(settings).items():
+    progress(f"training steps: {settings.warmup} warm-up + at most {settings.steps} timed rounds")
+    timed, timing = training_checks(settings, rows)
+    for name, row in timed.items():
         rows[name].update(row)
+    progress(f"timed {timing['rounds']} rounds: stopped by {timing['stopped_by']}")
     for name, row in rows.items():
         variant = variants.get_variant(name)
         row.update(
@@ -496,6 +520,7 @@ def run_study(
         "skipped": SKIPPED,
         "ort_statuses": ORT_STATUSES,
         "tracing_levels": TRACING_LEVELS,
+        "timing": timing,
         "variants": rows,
         "recommendation": recommend(rows, settings.preset, head_size(settings.preset)),
     }

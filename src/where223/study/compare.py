@@ -9,7 +9,8 @@ that differs is one of:
 - **environment**: under an `environment`, `driver_environment`, `cell_environments`, `versions` or `packages`
   key, or a `device_name` / `platform`: listed apart (another machine is expected to differ);
 - **timing**: a key that names a time, an instant or a speed (`recorded_at`, `*_s`, `seconds`, `duration`,
-  step times and the ratios between them, load averages): listed apart, with its relative change;
+  step times and the ratios between them, load averages, and how many rounds the variant study's stopping
+  rule timed): listed apart, with its relative change;
 - **within tolerance**: the `value` of a check (a mapping with `value`, `tolerance` and `verdict`, as
   verification records hold them) whose change is within the check's own numeric tolerance;
 - **untoleranced number**: any other floating-point number, or text that differs only in the numbers it
@@ -41,6 +42,7 @@ ENVIRONMENT_KEYS = frozenset({"environment", "driver_environment", "cell_environ
                               "device_name", "platform"})
 _TIMING = re.compile(
     r"(^|_)(s|seconds|minutes|duration|at)$|load_average|step_time|paired_ratio|^ratio_lint_to_checker$"
+    r"|^timing$|^steps_timed$"  # how long the variant study timed, decided by its stopping rule on times
 )
 _NUMBER_IN_TEXT = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 KINDS = ("differs", "within tolerance", "untoleranced number", "timing", "environment")

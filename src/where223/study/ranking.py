@@ -69,6 +69,62 @@ def paired_spread(ratios: Sequence[float]) -> float:
     return (third - first) / 2
 
 
+# The stopping rule of the step timing (bench.step_times), stated in every record it decides.
+MIN_ROUNDS = 6  # timed rounds before the rule is consulted (a spread from fewer same-round ratios is noise)
+STABLE_ROUNDS = 3  # consecutive rounds over which no decision between two variants may change
+STOPPING_RULE = (
+    f"timed rounds go on until every pair of variants the recommendation can depend on (`pairs`: eligible and "
+    f"equal on every criterion ranked before time; ranking.timing_pairs) has kept the same timing decision (a tie "
+    f"within the larger run-to-run spread, or one faster: ranking.timing_tie on their paired ratios) over the "
+    f"last {STABLE_ROUNDS} rounds, consulted from round {MIN_ROUNDS} on, and stop at the settings' `steps` "
+    f"rounds at most; the other variants' ratios get as many rounds, and less precision than they would with more"
+)
+
+
+def timing_rows(times: dict[str, list[float]], baseline: str = BASELINE) -> dict[str, dict[str, float]]:
+    """Each variant's paired ratio to the baseline (the median of same-round ratios) and its spread."""
+    rows = {}
+    for name, own in times.items():
+        paired = [ours / theirs for ours, theirs in zip(own, times[baseline], strict=True)]
+        rows[name] = {"paired_ratio": statistics.median(paired), "paired_ratio_spread": paired_spread(paired)}
+    return rows
+
+
+def timing_decisions(times: dict[str, list[float]], baseline: str = BASELINE,
+                     pairs: set[tuple[str, str]] | None = None) -> dict[tuple[str, str], int]:
+    """For every pair of variants (sorted by name), or only `pairs`: 0 a tie (`timing_tie`), 1 the first
+    slower, -1 faster."""
+    rows = timing_rows(times, baseline)
+    names = sorted(rows)
+    return {
+        (a, b): 0 if timing_tie(rows[a], rows[b]) else (1 if rows[a]["paired_ratio"] > rows[b]["paired_ratio"] else -1)
+        for index, a in enumerate(names)
+        for b in names[index + 1 :]
+        if pairs is None or (a, b) in pairs
+    }
+
+
+def timing_pairs(rows: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:
+    """The pairs of variants (sorted by name) whose timing decision the recommendation can depend on: both
+    eligible and equal on every criterion ranked before time that is known before timing (the sync cost,
+    measured on a GPU after the timing, is left out, so the set can only be larger than needed)."""
+    eligible = sorted(name for name, row in rows.items() if row["eager_equal"] and trace_correct(row) is not False)
+
+    def key(row: dict[str, Any]) -> tuple:
+        return (not row.get("lint_clean", True), row.get("divergences", 0), not row["eager_equal_probe"],
+                row.get("attention_casts", 0))
+
+    return {(a, b) for index, a in enumerate(eligible) for b in eligible[index + 1 :] if key(rows[a]) == key(rows[b])}
+
+
+def timing_settled(history: Sequence[dict[tuple[str, str], int]]) -> bool:
+    """Whether the stopping rule stops after the rounds whose decisions `history` holds (one entry per round)."""
+    if len(history) < MIN_ROUNDS:
+        return False
+    last = history[-STABLE_ROUNDS:]
+    return all(decisions == last[0] for decisions in last)
+
+
 def timing_tie(row: dict[str, Any], other: dict[str, Any]) -> bool:
     """Two paired step-time ratios closer than the larger of their spreads: a tie, not a difference."""
     spread = max(row.get("paired_ratio_spread", 0.0), other.get("paired_ratio_spread", 0.0))

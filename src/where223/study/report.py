@@ -337,7 +337,7 @@ def variants(report: Report) -> None:
         "",
         f"Measured in one run on {environment['device_name']} ({environment['device']}, torch "
         f"{environment['packages']['torch']}), {record['settings']['amp_dtype']} autocast; step times are "
-        f"medians of {record['settings']['steps']} interleaved steps of the `{record['settings']['preset']}` "
+        f"medians of {_rounds(record)} interleaved steps of the `{record['settings']['preset']}` "
         "preset, as ratios to the 4.25 variant: `step/4.25` divides the medians, `paired` is the median of "
         f"same-round ratios (the ratio the figure shows). {counts}"
         "`host tensors` counts the tensors each forward makes on the host, each a host-to-device copy on a GPU.",
@@ -535,6 +535,16 @@ def _cell(key: str, value: Any) -> str:
     if key.endswith("ratio") and isinstance(value, float):
         return f"{value:.3f}"
     return f"`{value}`" if key == "variant" else _value(value)
+
+
+def _rounds(record: dict[str, Any]) -> str:
+    """How many timed rounds the variant study ran, and why it stopped there (records without a stopping rule
+    ran the settings' fixed number)."""
+    timing = record.get("timing")
+    if not timing:
+        return str(record["settings"]["steps"])
+    return (f"{timing['rounds']} (of at most {timing['max_rounds']}; stopped by {timing['stopped_by']}: "
+            f"{timing['rule']})")
 
 
 def _value(value: Any) -> str:
