@@ -127,7 +127,8 @@ def revision_files(revision: str, root: Path = ROOT, folder: str = "outputs") ->
         done = subprocess.run(["git", "-C", str(root), *args], input=data, capture_output=True, check=False)
         if done.returncode != 0:
             message = done.stderr.decode(errors="replace").strip().splitlines()
-            raise CompareError(f"{revision}: not a folder, nor a git revision here ({message[-1] if message else ''})")
+            why = f" ({message[-1]})" if message else ""
+            raise CompareError(f"{revision}: not a folder, nor a git revision of {root}{why}")
         return done.stdout
 
     commit = git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").decode().strip()
