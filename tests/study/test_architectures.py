@@ -206,7 +206,6 @@ def test_many_architectures_make_a_tall_figure_with_legible_rows(tmp_path, monke
 
 
 def test_the_write_up_section_states_counts_groups_and_changes_from_the_summary(tmp_path):
-    from where223.study import report
 
     first = {"file": "m.py", "line": 3, "eager_dtype": "bfloat16", "graph_dtype": "float"}
     rows = [
@@ -215,15 +214,7 @@ def test_the_write_up_section_states_counts_groups_and_changes_from_the_summary(
         _record("a", "4.26.0", "accepted"),
         _record("b", "4.26.0", "where_type_error", "Where", "gpt2.py:201", first),
     ]
-    for row in rows:
-        path = tmp_path / "architectures" / row["release"] / f"{row['model_type']}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(row))
-    architectures.summarize(tmp_path / "architectures")
-    (tmp_path / "architectures" / "outcomes.png").write_bytes(b"")
-    section = report.Report(tmp_path, [])
-    report.architectures(section)
-    text = section.text()
+    text = _section_text(tmp_path, rows)
     assert "| 4.25.1 | 2 | 2 | 2 | 2 | 2 | 0 | 0 |" in text and "| 4.26.0 | 2 | 2 | 2 | 1 | 1 | 1 | 1 |" in text
     assert "**Where** (where_type_error) from `gpt2.py:201` at `gpt2.py:201`" in text
     assert ": 2 in 4.25.1, 1 in 4.26.0 (4.25.1: a, b; 4.26.0: b)" in text, "architectures per release, not 3"
@@ -239,8 +230,8 @@ def _failed(model_type, release, first_line, stage="build", outcome="not_built")
             "error": {"stage": stage, "message": message}}
 
 
-def _other_outcomes(tmp_path, rows) -> list[str]:
-    """The bullets of section 6's other outcomes, written from `rows` through the summary as `make run` does."""
+def _section_text(tmp_path, rows) -> str:
+    """Section 6 of the write-up, written from the records `rows` through the summary as `make run` does."""
     from where223.study import report
 
     for row in rows:
@@ -251,7 +242,12 @@ def _other_outcomes(tmp_path, rows) -> list[str]:
     (tmp_path / "architectures" / "outcomes.png").write_bytes(b"")
     section = report.Report(tmp_path, [])
     report.architectures(section)
-    lines = section.text().splitlines()
+    return section.text()
+
+
+def _other_outcomes(tmp_path, rows) -> list[str]:
+    """The bullets of section 6's other outcomes, written from `rows` through the summary as `make run` does."""
+    lines = _section_text(tmp_path, rows).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Other outcomes")) + 2
     return [line for line in lines[start:] if line.startswith("- ")]
 
