@@ -1,11 +1,12 @@
 """How long the two commands take: `make test` (and any other command) timed end to end in a checkout.
 
-Each command runs once in `--checkout` (default: this repository) with its output kept in a log; the record holds
-its wall time, exit status, the load average before and after (other work on the machine slows it), the pytest
-summary line when there is one, and the environment. Records of other commands in the same file are kept, so
-README's "how long" column reads from one place:
+Each command runs `--repeat` times (default 1) in `--checkout` (default: this repository), one run after the
+other, with the output of its last run kept in a log; the record holds every run (wall time, exit status, the
+load average before and after, as other work on the machine slows a run, the pytest summary line when there is
+one), their median, minimum and maximum (`seconds`, `minutes`: the median), and the environment. Records of other
+commands in the same file are kept, so README's "how long" column reads from one place:
 
-    .venv/bin/python benchmarks/command_times.py "make test" [--checkout /tmp/fresh-clone] [--out FILE]
+    .venv/bin/python benchmarks/command_times.py "make test" [--repeat 3] [--checkout /tmp/fresh-clone] [--out FILE]
 
 Time setup first (`make setup`): a command timed here includes whatever setup it triggers, and says so only
 through its time. The record goes to outputs/benchmarks/command_times.json.
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -39,7 +41,7 @@ def pytest_summary(output: str) -> str | None:
 
 
 def timed(command: str, checkout: Path, log: Path) -> dict[str, Any]:
-    """Run `command` through bash in `checkout`, its output to `log`; its time, status and pytest summary."""
+    """Run `command` once through bash in `checkout`, its output to `log`; its time, status and pytest summary."""
     before = os.getloadavg()
     start = time.monotonic()
     with log.open("w") as sink:
@@ -47,10 +49,7 @@ def timed(command: str, checkout: Path, log: Path) -> dict[str, Any]:
                                 check=False).returncode
     seconds = time.monotonic() - start
     return {
-        "command": command,
-        "checkout": "this repository" if checkout.resolve() == paths.ROOT else "another checkout (a fresh clone)",
         "seconds": round(seconds, 1),
-        "minutes": round(seconds / 60, 1),
         "returncode": status,
         "pytest_summary": pytest_summary(log.read_text(errors="replace")),
         "load_average_before": [round(value, 2) for value in before],
@@ -59,21 +58,48 @@ def timed(command: str, checkout: Path, log: Path) -> dict[str, Any]:
     }
 
 
+def summary(command: str, checkout: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A command's entry in the record: its runs and their median (the `seconds` and `minutes` quoted), minimum,
+    maximum, and the last run's status and pytest summary (any failed run's status when one failed)."""
+    seconds = [run["seconds"] for run in runs]
+    failed = [run["returncode"] for run in runs if run["returncode"] != 0]
+    median = statistics.median(seconds)
+    return {
+        "command": command,
+        "checkout": "this repository" if checkout.resolve() == paths.ROOT else "another checkout (a fresh clone)",
+        "repeats": len(runs),
+        "seconds": round(median, 1),
+        "minutes": round(median / 60, 1),
+        "seconds_min": min(seconds),
+        "seconds_max": max(seconds),
+        "returncode": failed[0] if failed else 0,
+        "pytest_summary": runs[-1]["pytest_summary"],
+        "runs": runs,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", nargs="+", help='commands to time, each one argument (e.g. "make test")')
     parser.add_argument("--checkout", type=Path, default=paths.ROOT, help="where to run them (default: here)")
     parser.add_argument("--out", type=Path, default=RECORD, help="the record to update")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each command, one after the other (default 1)")
     args = parser.parse_args(argv)
+    if not 1 <= args.repeat <= 20:
+        parser.error(f"--repeat {args.repeat}: choose 1 to 20")
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     commands = dict(previous.get("commands", {}))
     for command in args.command:
         log = args.out.parent / f".{re.sub(r'[^a-z0-9]+', '-', command.lower()).strip('-')}.log"
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        result = timed(command, args.checkout, log)
-        commands[command] = result
-        print(f"{shlex.quote(command)}: {result['seconds']:.0f} s, exit {result['returncode']}"
-              f"{', ' + result['pytest_summary'] if result['pytest_summary'] else ''} (log {log})", flush=True)
+        runs = []
+        for index in range(args.repeat):
+            run = timed(command, args.checkout, log)
+            runs.append(run)
+            print(f"{shlex.quote(command)} [{index + 1}/{args.repeat}]: {run['seconds']:.0f} s, "
+                  f"exit {run['returncode']}"
+                  f"{', ' + run['pytest_summary'] if run['pytest_summary'] else ''} (log {log})", flush=True)
+        commands[command] = summary(command, args.checkout, runs)
     record = {
         "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
         "commands": dict(sorted(commands.items())),

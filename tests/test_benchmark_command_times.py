@@ -35,3 +35,20 @@ def test_a_failing_command_is_recorded_with_its_status_and_others_are_kept(bench
     run = record["commands"]["echo '=== 1 passed in 0.1s ==='; exit 3"]
     assert run["returncode"] == 3 and run["pytest_summary"] == "1 passed in 0.1s" and run["seconds"] >= 0
     assert record["commands"]["make run"] == {"seconds": 1.0} and record["environment"]["cpu_count"]
+
+
+def test_repeated_runs_are_all_recorded_and_the_median_is_quoted(bench, tmp_path: Path):
+    out = tmp_path / "outputs" / "benchmarks" / "command_times.json"
+    counter = tmp_path / "count"
+    # the second of three runs fails: the entry says so although the last one passed
+    command = f"echo x >> {counter}; test $(wc -l < {counter}) -ne 2"
+    assert bench.main([command, "--repeat", "3", "--checkout", str(tmp_path), "--out", str(out)]) == 1
+    entry = json.loads(out.read_text())["commands"][command]
+    assert entry["repeats"] == 3 == len(entry["runs"]) and [run["returncode"] for run in entry["runs"]] == [0, 1, 0]
+    assert entry["returncode"] == 1  # control: the last run's status alone would be 0
+    seconds = sorted(run["seconds"] for run in entry["runs"])
+    assert entry["seconds"] == seconds[1] and (entry["seconds_min"], entry["seconds_max"]) == (seconds[0], seconds[2])
+    runs = [{"seconds": value, "returncode": 0, "pytest_summary": None} for value in (300.0, 60.0, 30.0)]
+    assert bench.summary("c", tmp_path, runs)["minutes"] == 1.0  # the median, not the mean (2.2) nor the last (0.5)
+    with pytest.raises(SystemExit):
+        bench.main(["true", "--repeat", "0", "--out", str(out)])

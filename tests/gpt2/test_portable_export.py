@@ -15,7 +15,7 @@ import pytest
 
 from where223.gpt2 import export, models
 from where223.graph import blame as blame_module
-from where223.graph.blame import blame
+from where223.graph.blame import blame_all
 from where223.pipeline.paths import ROOT, portable
 from where223.study import divergence
 
@@ -52,10 +52,9 @@ def _doc_strings(path: Path) -> list[str]:
 def _blamed(path: Path, all_frames: bool) -> dict[str, list[tuple]]:
     """Every node's frames (all, or the model's), with file names made portable."""
     answers = {}
-    for node in onnx.load(str(path), load_external_data=False).graph.node:
-        result = blame(path, node.name)
+    for result in blame_all(path):
         frames = result.frames if all_frames else result.model_frames
-        answers[node.name] = [(portable(f.file), f.line, f.function, f.code) for f in frames]
+        answers[result.node] = [(portable(f.file), f.line, f.function, f.code) for f in frames]
     return answers
 
 

@@ -17,7 +17,7 @@ def test_every_public_name_resolves_to_its_submodule():
         "load_model", "UnreadableModelError", "NodeNotFoundError", "MalformedModelError",
         "lint_model", "LintReport", "Violation", "FindingKind", "LintOutcome",
         "judge", "OrtVerdict", "OrtJudgement", "load_session",
-        "blame_node", "BlameResult",
+        "blame_node", "blame_all", "BlameResult",
         "repair_model", "RepairError", "Change", "save_model",
         "draw_neighbourhood",
     ]  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from where223.cli import main
-from where223.graph.blame import OUTSIDE_ROOTS, Frame, blame, parse_stack
+from where223.graph.blame import OUTSIDE_ROOTS, Frame, blame, blame_all, parse_stack
 from where223.graph.loading import NodeNotFoundError
 
 SOURCE = textwrap.dedent(
@@ -161,3 +161,30 @@ def test_cli_prints_paths_relative_to_site_packages_and_the_repository(save, cap
     assert main(["blame", str(path), "Where_223", "--json"]) == 0
     out = capsys.readouterr().out
     assert "site-packages" not in out and str(ROOT) not in out and '"file": "torch/onnx/utils.py"' in out
+
+
+def test_shared_source_files_look_each_file_up_once_and_find_the_same_frames(source_file, monkeypatch):
+    from where223.graph import blame as blame_module
+
+    stack = f"{source_file}(4): attention\n{source_file}(8): forward\n/home/someone/run.py(10): <module>\n"
+    alone = [parse_stack(stack) for _ in range(3)]
+    calls = []
+    real = blame_module.readable_source
+    monkeypatch.setattr(blame_module, "readable_source",
+                        lambda file, roots=None: calls.append(file) or real(file, roots))
+    files = blame_module.SourceFiles()
+    shared = [parse_stack(stack, files) for _ in range(3)]
+    assert shared == alone and shared[0][0].code == "return torch.where(mask, weights, value)"
+    assert sorted(calls) == sorted({str(source_file), "/home/someone/run.py"})  # once per file, not per frame
+    calls.clear()
+    [parse_stack(stack) for _ in range(3)]
+    assert len(calls) == 6  # control: without sharing, each stack looks its files up again
+
+
+def test_blame_all_gives_what_blame_gives_node_by_node(source_file):
+    doc = f"{source_file}(4): attention\n{source_file}(8): forward\n"
+    model = _model_with_doc(doc)
+    everything = blame_all(model)
+    assert [result.node for result in everything] == ["Where_223", "/transformer/h.0/attn/Relu"]
+    assert everything == [blame(model, node.name) for node in model.graph.node]
+    assert everything[0].frames and not everything[1].frames  # control: the two nodes' answers differ

@@ -71,3 +71,27 @@ def test_netron_is_embedded_from_loopback_and_stopped(reproduced, session_output
     assert len(urls) == 1, urls
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", int(urls.pop())), timeout=2).close()
+
+
+VOLATILE = {"timing", "environment"}
+
+
+def stable(record: dict) -> dict:
+    return {key: value for key, value in record.items() if key not in VOLATILE}
+
+
+def test_a_rerun_of_02_records_the_same_json(graph_dir, session_outputs):
+    """Notebook 02 again with the same parameters, over the session's runs: every JSON record (lint, blame,
+    divergence, and 01's reproduce, which 02 reads) is the same but for its timing and environment (a rerun of 01
+    alone: tests/notebooks/test_01_reproduce.py)."""
+    folder = session_outputs / run_name(PATH, **TINY)
+
+    def records() -> dict:
+        written = sorted(folder.glob("*.json")) + sorted(graph_dir.glob("*.json"))
+        return {path.relative_to(folder): stable(load_json(path)) for path in written}
+
+    first = records()
+    assert {path.name for path in first} == {"reproduce.json", "lint.json", "blame.json", "divergence.json"}
+    run_notebook("02_graph", session_outputs, path=PATH, **TINY, hops=1)
+    assert records() == first
+    assert stable({"timing": 1, "verdict": "x"}) == {"verdict": "x"}  # control: only the volatile keys are left out

@@ -15,12 +15,24 @@ PATH, VARIANT = "onnx_export", "4.26"
 
 
 @pytest.fixture(scope="module")
-def executed(reproduced, session_outputs):
+def audit_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("network-03")
+
+
+@pytest.fixture(scope="module")
+def executed(reproduced, session_outputs, audit_dir):
     reproduced("onnx_export")
-    notebook = run_notebook("03_fix_and_verify", session_outputs, path=PATH, **TINY, variant=VARIANT, fp32_steps=2,
-                            hops=1)
+    notebook = run_notebook("03_fix_and_verify", session_outputs, audit_dir, path=PATH, **TINY, variant=VARIANT,
+                            fp32_steps=2, hops=1)
     record = load_json(session_outputs / run_name(PATH, **TINY) / fix_name(VARIANT) / "verification.json")
     return notebook, record
+
+
+def test_the_network_audit_reached_the_kernel_and_its_subprocesses(executed, audit_dir):
+    """Run offline like every notebook test (tests.conftest.run_notebook): the audit saw the processes it guards,
+    the kernel and the release subprocesses 03 starts, and no attempt (the fixture would have failed)."""
+    started = (audit_dir / "network.log.started").read_text()
+    assert "ipykernel_launcher" in started and "where223.gpt2.releases" in started
 
 
 @pytest.fixture(scope="module")

@@ -5,100 +5,15 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import TINY, load_json, run_name, run_notebook
+from tests.network import attempts, network_audit
 from where223.pipeline import records
 from where223.pipeline.paths import ROOT
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, UnknownKernelError, execute, load_plan
-
-VOLATILE = {"timing", "environment"}
-
-
-def stable(record: dict) -> dict:
-    return {key: value for key, value in record.items() if key not in VOLATILE}
-
-
-@pytest.mark.slow
-def test_two_runs_with_the_same_parameters_record_the_same_json(tmp_path: Path):
-    first = {}
-    for attempt in ("first", "second"):
-        run_notebook("01_reproduce", tmp_path, path="ortmodule", **TINY)
-        run_notebook("02_graph", tmp_path, path="ortmodule", **TINY, hops=1)
-        written = sorted((tmp_path / run_name("ortmodule", **TINY)).rglob("*.json"))
-        assert len(written) == 4  # reproduce, lint, blame, divergence
-        current = {path.relative_to(tmp_path): stable(load_json(path)) for path in written}
-        if attempt == "first":
-            first = current
-    assert current == first
-
-
-NETWORK_AUDIT = textwrap.dedent(
-    """
-    # Put first on PYTHONPATH, this runs in every Python process started with it: the runner, its Jupyter kernels
-    # and their subprocesses. An audit hook records each non-loopback connection attempt and name lookup, those
-    # that code catches included, in $WHERE223_NETWORK_LOG (and, with WHERE223_NETWORK_BLOCK=1, refuses it);
-    # each process notes its command line in $WHERE223_NETWORK_LOG.started, so the hook is seen to reach it.
-    import ipaddress, os, socket, sys
-
-    _log = os.environ.get("WHERE223_NETWORK_LOG")
-    _block = os.environ.get("WHERE223_NETWORK_BLOCK") == "1"
-    _command = " ".join(sys.orig_argv).replace("\\n", " ")[:300]  # `-m ipykernel_launcher ...` stays visible
-
-    def _loopback(host):
-        if host in (None, "", "localhost", b"localhost"):
-            return True
-        try:
-            return ipaddress.ip_address(host.decode() if isinstance(host, bytes) else host).is_loopback
-        except ValueError:
-            return False
-
-    def _audit(event, args):
-        if event in ("socket.connect", "socket.sendto"):
-            sock, address = args[0], args[-1]
-            if sock.family not in (socket.AF_INET, socket.AF_INET6) or _loopback(address[0]):
-                return
-            attempt, refusal = f"{event} {address!r}", OSError
-        elif event == "socket.getaddrinfo":
-            if _loopback(args[0]):
-                return
-            attempt, refusal = f"{event} {args[0]!r}", socket.gaierror
-        else:
-            return
-        with open(_log, "a") as log:
-            log.write(f"{attempt} by {_command}\\n")
-        if _block:
-            raise refusal(f"network blocked by test: {attempt}")
-
-    if _log:
-        with open(_log + ".started", "a") as started:
-            started.write(_command + "\\n")
-        sys.addaudithook(_audit)
-    """
-)
-
-
-def network_audit(tmp_path: Path, block: bool) -> dict[str, str]:
-    """Environment variables that install NETWORK_AUDIT in every Python process started with them."""
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(NETWORK_AUDIT)
-    return {
-        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-        "WHERE223_NETWORK_LOG": str(tmp_path / "network.log"),
-        "WHERE223_NETWORK_BLOCK": "1" if block else "0",
-    }
-
-
-def attempts(tmp_path: Path) -> list[str]:
-    """The non-loopback attempts NETWORK_AUDIT recorded."""
-    log = tmp_path / "network.log"
-    return log.read_text().splitlines() if log.exists() else []
-
 
 ATTEMPTS = """
 import socket
@@ -126,15 +41,21 @@ def test_control_the_network_audit_sees_attempts_that_code_catches(tmp_path: Pat
     assert result.stdout.count("network blocked by test") == 2  # refused before any packet left
 
 
-@pytest.mark.slow
-def test_notebook_01_runs_with_the_network_blocked(tmp_path: Path, monkeypatch):
-    for name, value in network_audit(tmp_path, block=True).items():
-        monkeypatch.setenv(name, value)
-    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.delenv(variable, raising=False)  # the project itself must turn the hub off
-    run_notebook("01_reproduce", tmp_path / "out", path="ort_trainer", **TINY)
-    assert load_json(tmp_path / "out" / run_name("ort_trainer", **TINY) / "reproduce.json")["status"] == "reproduced"
-    assert attempts(tmp_path) == []
+def test_every_notebook_test_fails_on_a_network_attempt(tmp_path: Path, monkeypatch):
+    """`tests.conftest.run_notebook`, which every notebook test runs through, puts its run under the refusing
+    audit and fails the test on any attempt (a process that tries and catches the refusal stands in for a kernel)."""
+    import tests.conftest as helpers
+
+    def tries(run, output_root):
+        subprocess.run([sys.executable, "-c", ATTEMPTS], check=True, capture_output=True)  # inherits the run's env
+        return output_root
+
+    monkeypatch.setattr(helpers, "execute", tries)
+    with pytest.raises(AssertionError, match=r"01_reproduce tried the network: \["):
+        helpers.run_notebook("01_reproduce", tmp_path, audit_dir=tmp_path / "tries")
+    assert "WHERE223_NETWORK_LOG" not in os.environ  # the test's own environment is given back
+    monkeypatch.setattr(helpers, "execute", lambda run, output_root: output_root)  # control: stays on the machine
+    assert helpers.run_notebook("01_reproduce", tmp_path, audit_dir=tmp_path / "stays") == tmp_path
 
 
 def fresh_copy(target: Path) -> Path:
@@ -170,10 +91,12 @@ def test_the_whole_plan_runs_offline_after_setup(tmp_path: Path):
     """`make run`'s commands (where223 run, then report) from a fresh copy of the repository, in a network namespace
     holding only loopback, with every Python process recording its non-loopback connection attempts.
 
-    The plan is notebooks/plan.yaml, every notebook of it, with one change to keep the test short: notebook 04
-    measures the tiny model for 1 step (model_preset tiny, steps 1, warmup 0) instead of GPT-2 for 20. What setup
-    leaves outside the clone is the venv (this interpreter and its Jupyter kernel) and the transformers release
-    folders it installs under .cache/transformers/, linked into the copy.
+    Every notebook of the plan also runs offline in its own tests, each under the refusing network audit
+    (`tests.conftest.run_notebook`); this one shows that `make run`'s commands, the runner and the report, need no
+    network either, from a fresh copy, on the plan's first copy of notebook 01 (the kernel, torch, transformers and
+    the export) and its notebooks 05 and 06, which only read records.
+    What setup leaves outside the clone is the venv (this interpreter and its Jupyter kernel) and the transformers
+    release folders it installs under .cache/transformers/, linked into the copy.
     """
     refusal = network_namespace_refusal()
     if refusal and os.environ.get("CI") == "true":
@@ -189,10 +112,9 @@ def test_the_whole_plan_runs_offline_after_setup(tmp_path: Path):
         linked = repo / release_dir(version).relative_to(ROOT)
         linked.parent.mkdir(parents=True, exist_ok=True)
         linked.symlink_to(release_dir(version))
-    plan = load_plan(DEFAULT_PLAN)
-    tiny_04 = {"model_preset": "tiny", "steps": 1, "warmup": 0}
-    plan = [PlannedRun(r.notebook, {**r.parameters, **tiny_04} if r.notebook == "04_variants" else r.parameters)
-            for r in plan]
+    full = load_plan(DEFAULT_PLAN)
+    plan = [full[0], *(r for r in full if r.notebook in ("05_matrix", "06_architectures"))]
+    assert [r.notebook for r in plan] == ["01_reproduce", "05_matrix", "06_architectures"], plan
     plan_path = tmp_path / "plan.yaml"
     plan_path.write_text(yaml.safe_dump({"runs": [{"notebook": r.notebook, "parameters": r.parameters} for r in plan]}))
     audit = network_audit(tmp_path, block=False)
@@ -205,7 +127,7 @@ def test_the_whole_plan_runs_offline_after_setup(tmp_path: Path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert attempts(tmp_path) == []
     started = (tmp_path / "network.log.started").read_text()
-    assert "ipykernel_launcher" in started and "where223.gpt2.releases" in started  # the audit reached them
+    assert "ipykernel_launcher" in started  # the audit reached the kernels
     outputs = repo / "outputs"
     for planned in plan:
         assert (outputs / "manifests" / f"{planned.name}.json").is_file(), planned.name
@@ -235,14 +157,15 @@ def test_records_are_portable():
 
 @pytest.mark.slow
 def test_failed_run_keeps_previous_outputs_and_its_executed_copy(tmp_path: Path):
-    run = PlannedRun("01_reproduce", {"path": "onnx_export", **TINY})
+    # notebook 05 (records only, no torch): what is checked is the runner's, whichever notebook fails
+    run = PlannedRun("05_matrix", {})
     executed = execute(run, output_root=tmp_path)
     before = executed.read_bytes()
-    failing = PlannedRun("01_reproduce", {"path": "onnx_export", **TINY, "seq_len": 10_000})
-    with pytest.raises(Exception, match="parameter seq_len=10000 must be an integer in"):
+    failing = PlannedRun("05_matrix", {"matrix_json": "outputs/matrix/missing.json"})
+    with pytest.raises(Exception, match="05_matrix.*failed"):
         execute(failing, output_root=tmp_path)
     kept = tmp_path / "failed" / failing.name / "notebooks" / f"{failing.name}.ipynb"
-    assert "ParameterError" in kept.read_text()
+    assert "FileNotFoundError" in kept.read_text() and "missing.json" in kept.read_text()
     assert executed.read_bytes() == before
     shutil.rmtree(tmp_path / "failed")
 

@@ -234,7 +234,7 @@ def test_onnx_numerics_column_measures_emulated_bf16_and_never_runs_a_refused_gr
     assert rows["4.25"]["onnx_numerics_probe"]["status"] == "not measured"
 
 
-def _timed_with(durations, monkeypatch, steps: int = 20, warmup: int = 0):
+def _timed_with(durations, monkeypatch, steps: int = 20, warmup: int = 0, pairs=None):
     """`bench.step_times` on a fake clock: a step of variant v takes `durations(v, round)` seconds."""
     from contextlib import contextmanager
 
@@ -255,7 +255,7 @@ def _timed_with(durations, monkeypatch, steps: int = 20, warmup: int = 0):
     monkeypatch.setattr(bench.time, "perf_counter", lambda: clock["now"])
     settings = bench.StudySettings.resolve(device="cpu", preset="tiny", steps=steps, warmup=warmup,
                                            names=["4.25", "4.26", "full_const+masked_fill"])
-    return bench.step_times(settings, setup=(None, None, None))
+    return bench.step_times(settings, setup=(None, None, None), pairs=pairs)
 
 
 def test_the_timing_stops_once_its_decisions_settle(monkeypatch):
@@ -271,6 +271,22 @@ def test_timing_whose_decisions_keep_changing_runs_to_the_maximum(monkeypatch):
     wandering = [0.6, 1.6, 1.0, 0.6, 0.6, 1.6, 0.6, 0.6, 1.6, 0.6, 1.0, 1.0, 0.6, 1.0]
     times, stopping = _timed_with(lambda name, r: wandering[r] if name == "4.26" else 1.0, monkeypatch, steps=14)
     assert stopping["rounds"] == 14 == len(times["4.25"]) and stopping["stopped_by"] == "the maximum number of rounds"
+
+
+def test_a_variant_in_no_judged_pair_is_timed_for_the_minimum_rounds_only(monkeypatch):
+    # 4.26 against full_const+masked_fill is the only judged pair; their decision wanders for 14 rounds (as in
+    # the test above), so the timing runs on, and the baseline, which every ratio needs, with them
+    wandering = [0.6, 1.6, 1.0, 0.6, 0.6, 1.6, 0.6, 0.6, 1.6, 0.6, 1.0, 1.0, 0.6, 1.0]
+    judged = {("4.26", "full_const+masked_fill")}
+    times, stopping = _timed_with(lambda name, r: wandering[r] if name == "4.26" else 1.0, monkeypatch, steps=14,
+                                  pairs=judged)
+    assert stopping["rounds"] == 14 and stopping["pairs"] == ["4.26 / full_const+masked_fill"]
+    assert {name: len(own) for name, own in times.items()} == {"4.25": 14, "4.26": 14, "full_const+masked_fill": 14}
+    times, _ = _timed_with(lambda name, r: wandering[r] if name == "4.26" else 1.0, monkeypatch, steps=14,
+                           pairs={("4.25", "4.26")})
+    assert len(times["full_const+masked_fill"]) == ranking.MIN_ROUNDS and len(times["4.26"]) == 14
+    rows = ranking.timing_rows(times)  # its ratio pairs its rounds with the baseline's first ones
+    assert rows["full_const+masked_fill"] == {"paired_ratio": 1.0, "paired_ratio_spread": 0.0}
 
 
 def test_the_stopping_rule_needs_its_minimum_and_its_stable_rounds():

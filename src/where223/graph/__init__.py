@@ -32,6 +32,7 @@ _SUBMODULE_OF: dict[str, str] = {
     "load_session": "ort",
     # the Python lines that made a node
     "blame_node": "blame",
+    "blame_all": "blame",
     "BlameResult": "blame",
     # Casts that resolve type-binding conflicts
     "repair_model": "repair",

@@ -24,7 +24,7 @@ from typing import Any
 import onnx
 
 from where223.errors import printable
-from where223.graph.loading import ModelLike, find_node, load_model
+from where223.graph.loading import ModelLike, find_node, load_model, subgraphs
 
 _TORCHSCRIPT_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>\S.*)$")
 _TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S.*)$')
@@ -71,6 +71,20 @@ def readable_source(file: str, roots: list[Path] | None = None) -> Path | None:
         except (OSError, ValueError):
             continue
     return None
+
+
+class SourceFiles:
+    """`readable_source` over the roots of one moment, each frame's file looked up once: one model's nodes repeat
+    the same few files thousands of times (a GPT-2 export: 9000 frames, about 20 files)."""
+
+    def __init__(self) -> None:
+        self.roots = source_roots()
+        self._found: dict[str, Path | None] = {}
+
+    def find(self, file: str) -> Path | None:
+        if file not in self._found:
+            self._found[file] = readable_source(file, self.roots)
+        return self._found[file]
 
 
 @dataclass(frozen=True)
@@ -138,17 +152,18 @@ class BlameResult:
         return "\n".join(lines)
 
 
-def parse_stack(text: str) -> list[Frame]:
-    """The frames in a recorded stack, either torch's `FILE(LINE): FUNCTION` or traceback lines."""
+def parse_stack(text: str, files: SourceFiles | None = None) -> list[Frame]:
+    """The frames in a recorded stack, either torch's `FILE(LINE): FUNCTION` or traceback lines; `files` shares
+    the lookups of the files between the stacks of one model."""
     frames: list[Frame] = []
     lines = text.splitlines()
-    roots = source_roots()
+    files = files or SourceFiles()
     for i, raw in enumerate(lines):
         match = _TORCHSCRIPT_FRAME.match(raw.strip()) or _TRACEBACK_FRAME.match(raw)
         if not match:
             continue
         file, line = match["file"], int(match["line"])
-        source = readable_source(file, roots)
+        source = files.find(file)
         code = linecache.getline(str(source), line).strip() or None if source is not None else None
         note = "" if source is not None else OUTSIDE_ROOTS
         following = lines[i + 1].strip() if i + 1 < len(lines) else ""
@@ -158,13 +173,13 @@ def parse_stack(text: str) -> list[Frame]:
     return frames
 
 
-def _recorded_stack(node: onnx.NodeProto) -> tuple[str, list[Frame]]:
-    frames = parse_stack(node.doc_string)
+def _recorded_stack(node: onnx.NodeProto, files: SourceFiles | None = None) -> tuple[str, list[Frame]]:
+    frames = parse_stack(node.doc_string, files)
     if frames:
         return "doc_string", frames
     for entry in getattr(node, "metadata_props", ()):  # NodeProto.metadata_props: onnx >= 1.16
         if "stack" in entry.key.lower():
-            frames = parse_stack(entry.value)
+            frames = parse_stack(entry.value, files)
             if frames:
                 return f"metadata_props[{entry.key}]", frames
     return "", []
@@ -177,3 +192,17 @@ def blame(model_or_path: ModelLike, node_name: str) -> BlameResult:
     source, frames = _recorded_stack(node)
     return BlameResult(node=node.name, op_type=node.op_type, subgraph=path, source=source, frames=frames)
 
+
+
+def blame_all(model_or_path: ModelLike) -> list[BlameResult]:
+    """`blame` of every node, in every subgraph, in graph order: the model loaded and checked once and each source
+    file looked up once (blaming node by node repeats both for every node)."""
+    model, _ = load_model(model_or_path)
+    files = SourceFiles()
+    results = []
+    for path, sub in subgraphs(model.graph):
+        for node in sub.node:
+            source, frames = _recorded_stack(node, files)
+            results.append(BlameResult(node=node.name, op_type=node.op_type, subgraph=path, source=source,
+                                       frames=frames))
+    return results

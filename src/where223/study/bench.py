@@ -6,9 +6,11 @@ Every measured variant (`MEASURED`, registered in `where223.gpt2.variants`) gets
 - the export of the tiny model under autocast: lint verdict, ONNX Runtime's verdict (a type error, or the
   type check passed and then a kernel is missing, or accepted), the dtype-divergence report, and the Casts
   of the attention block;
-- eager training steps of the preset, variants interleaved round-robin on one model so that drift hits them
-  alike: median step time as a ratio to 4.25; on CUDA, `cudaStreamSynchronize` calls, `cudaMemcpy*` runtime
-  calls and host-to-device copies per step from torch.profiler; on CPU those are "not measured", and
+- eager training steps of the preset (forward and backward under autocast; the optimizer step, the same for
+  every variant, is left out), variants interleaved round-robin on one model so that drift hits them alike,
+  for as many rounds as `ranking.STOPPING_RULE` needs: step time as a ratio to 4.25; on CUDA,
+  `cudaStreamSynchronize` calls, `cudaMemcpy*` runtime calls and host-to-device copies per step from
+  torch.profiler; on CPU those are "not measured", and
   the host-made tensors per step (each becomes a host-to-device copy on a GPU) are counted instead.
 
 The eager parts need only torch and transformers 4.25.1 (plus this package's pure-Python modules), so
@@ -37,6 +39,7 @@ from where223.pipeline import environment, paths, records
 from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
 from where223.study.ranking import (
     BASELINE,
+    MIN_ROUNDS,
     NOT_MEASURED,
     ORT_STATUSES,
     STABLE_ROUNDS,
@@ -316,12 +319,19 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
+TIMED_STEP = ("one forward and backward pass under autocast, gradients then dropped; the optimizer step, the same "
+              "code for every variant, is not run")
+
+
 def _train_step(model, optimizer, batch: dict[str, torch.Tensor], settings: StudySettings) -> None:
-    """One eager AdamW step under autocast (no GradScaler: its inf check would add a sync of its own)."""
+    """One timed step: the forward and backward pass under autocast (no GradScaler: its inf check would add a sync
+    of its own), gradients then dropped. The optimizer step is left out: it is the same code for every variant (the
+    attention code runs in the forward and backward only), so it would add the same time to each (AdamW over the
+    124M parameters, the larger part of a step on CPU in a profile by hand, not recorded) and only dilute the
+    ratios between variants."""
     with autocast(settings.device, settings.amp_dtype):
         loss = model(**batch).loss
     loss.backward()
-    optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
 
@@ -342,14 +352,16 @@ def step_times(settings: StudySettings, setup: tuple | None = None, pairs: set[t
     """
     model, optimizer, batch = setup or _training_setup(settings)
     names = list(settings.variants)
+    judged = names if pairs is None else [name for name in names if name == BASELINE or any(name in p for p in pairs)]
     times: dict[str, list[float]] = {name: [] for name in names}
     history: list[dict[tuple[str, str], int]] = []
-    stopped = {"rule": STOPPING_RULE, "pairs": sorted(f"{a} / {b}" for a, b in pairs) if pairs is not None
-               else "every pair", "max_rounds": settings.steps, "rounds": settings.steps,
-               "stopped_by": "the maximum number of rounds"}
+    stopped = {"step": TIMED_STEP, "rule": STOPPING_RULE,
+               "pairs": sorted(f"{a} / {b}" for a, b in pairs) if pairs is not None else "every pair",
+               "max_rounds": settings.steps, "rounds": settings.steps, "stopped_by": "the maximum number of rounds"}
+    active = names
     for round_index in range(settings.warmup + settings.steps):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
+        shift = round_index % len(active)
+        for name in active[shift:] + active[:shift]:
             with variants.patched_attention(name):
                 _synchronize(settings.device)
                 start = time.perf_counter()
@@ -359,7 +371,9 @@ def step_times(settings: StudySettings, setup: tuple | None = None, pairs: set[t
             if round_index >= settings.warmup:
                 times[name].append(elapsed)
         if round_index >= settings.warmup and BASELINE in times:
-            history.append(timing_decisions(times, pairs=pairs))
+            history.append(timing_decisions({name: times[name] for name in judged}, pairs=pairs))
+            if len(history) >= MIN_ROUNDS:
+                active = judged  # the variants of no judged pair keep their MIN_ROUNDS rounds
             if timing_settled(history) and round_index + 1 < settings.warmup + settings.steps:
                 stopped.update(rounds=len(history), stopped_by=f"decisions unchanged over {STABLE_ROUNDS} rounds")
                 break

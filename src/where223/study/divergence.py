@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from where223.gpt2.export import autocast
-from where223.graph.blame import parse_stack
+from where223.graph.blame import SourceFiles, parse_stack
 from where223.graph.dtypes import short_type
 from where223.graph.loading import load_model
 from where223.graph.types import model_types
@@ -136,8 +136,9 @@ def graph_results(onnx_path: str | Path) -> list[LineResult]:
     model, _ = load_model(onnx_path)
     types = model_types(model)
     by_key: dict[tuple[str, int, str], LineResult] = {}
+    files = SourceFiles()
     for order, node in enumerate(model.graph.node):
-        frames = [f for f in parse_stack(node.doc_string) if not _is_library_frame(f.file)]
+        frames = [f for f in parse_stack(node.doc_string, files) if not _is_library_frame(f.file)]
         if not frames or not node.output or not node.output[0]:
             continue
         kind = types.type_of(node.output[0])

@@ -77,15 +77,17 @@ STOPPING_RULE = (
     f"equal on every criterion ranked before time; ranking.timing_pairs) has kept the same timing decision (a tie "
     f"within the larger run-to-run spread, or one faster: ranking.timing_tie on their paired ratios) over the "
     f"last {STABLE_ROUNDS} rounds, consulted from round {MIN_ROUNDS} on, and stop at the settings' `steps` "
-    f"rounds at most; the other variants' ratios get as many rounds, and less precision than they would with more"
+    f"rounds at most; a variant in none of those pairs is timed for the first {MIN_ROUNDS} rounds only (its "
+    f"`steps_timed`; its ratio pairs those rounds with the baseline's and has the precision they give)"
 )
 
 
 def timing_rows(times: dict[str, list[float]], baseline: str = BASELINE) -> dict[str, dict[str, float]]:
-    """Each variant's paired ratio to the baseline (the median of same-round ratios) and its spread."""
+    """Each variant's paired ratio to the baseline (the median of same-round ratios) and its spread; a variant
+    timed for fewer rounds than the baseline is paired with the baseline's first rounds (they ran side by side)."""
     rows = {}
     for name, own in times.items():
-        paired = [ours / theirs for ours, theirs in zip(own, times[baseline], strict=True)]
+        paired = [ours / theirs for ours, theirs in zip(own, times[baseline][: len(own)], strict=True)]
         rows[name] = {"paired_ratio": statistics.median(paired), "paired_ratio_spread": paired_spread(paired)}
     return rows
 

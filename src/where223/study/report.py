@@ -338,8 +338,8 @@ def variants(report: Report) -> None:
         f"Measured in one run on {environment['device_name']} ({environment['device']}, torch "
         f"{environment['packages']['torch']}), {record['settings']['amp_dtype']} autocast; step times are "
         f"medians of {_rounds(record)} interleaved steps of the `{record['settings']['preset']}` "
-        "preset, as ratios to the 4.25 variant: `step/4.25` divides the medians, `paired` is the median of "
-        f"same-round ratios (the ratio the figure shows). {counts}"
+        f"preset{_step(record)}, as ratios to the 4.25 variant: `step/4.25` divides the medians, `paired` is the "
+        f"median of same-round ratios (the ratio the figure shows). {counts}"
         "`host tensors` counts the tensors each forward makes on the host, each a host-to-device copy on a GPU.",
         "",
         *variant_tables(record),
@@ -545,6 +545,12 @@ def _rounds(record: dict[str, Any]) -> str:
         return str(record["settings"]["steps"])
     return (f"{timing['rounds']} (of at most {timing['max_rounds']}; stopped by {timing['stopped_by']}: "
             f"{timing['rule']})")
+
+
+def _step(record: dict[str, Any]) -> str:
+    """What one timed step of the variant study ran, as its record states it (older records: a training step)."""
+    step = (record.get("timing") or {}).get("step")
+    return f" (a step: {step})" if step else ""
 
 
 def _value(value: Any) -> str:
