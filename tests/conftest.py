@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ def run_notebook(notebook: str, output_root: Path, audit_dir: Path | None = None
     """
     from tests.network import attempts, network_audit
 
+    temporary = audit_dir is None
     audit_dir = Path(tempfile.mkdtemp(prefix="network-")) if audit_dir is None else audit_dir
     audit_dir.mkdir(parents=True, exist_ok=True)
     saved = dict(os.environ)
@@ -45,6 +47,8 @@ def run_notebook(notebook: str, output_root: Path, audit_dir: Path | None = None
         os.environ.clear()
         os.environ.update(saved)
         tried = attempts(audit_dir)
+        if temporary:
+            shutil.rmtree(audit_dir, ignore_errors=True)
         if tried:
             raise AssertionError(f"{notebook} tried the network: {tried[:3]}")
 

@@ -28,11 +28,14 @@ def executed(reproduced, session_outputs, audit_dir):
     return notebook, record
 
 
-def test_the_network_audit_reached_the_kernel_and_its_subprocesses(executed, audit_dir):
-    """Run offline like every notebook test (tests.conftest.run_notebook): the audit saw the processes it guards,
-    the kernel and the release subprocesses 03 starts, and no attempt (the fixture would have failed)."""
+def test_the_network_audit_reached_the_kernel(executed, audit_dir):
+    """Run offline like every notebook test (tests.conftest.run_notebook): the audit saw the kernel it guards, and
+    no attempt (the fixture would have failed). The processes a kernel starts inherit the audit with its
+    environment (tests/pipeline/test_reliability.py, whose stand-in is such a process); which ones 03 starts
+    depends on the cache (an export with another transformers release runs in a subprocess only when not cached
+    under .cache/), so they are not asserted here."""
     started = (audit_dir / "network.log.started").read_text()
-    assert "ipykernel_launcher" in started and "where223.gpt2.releases" in started
+    assert "ipykernel_launcher" in started
 
 
 @pytest.fixture(scope="module")
