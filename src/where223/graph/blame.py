@@ -193,7 +193,6 @@ def blame(model_or_path: ModelLike, node_name: str) -> BlameResult:
     return BlameResult(node=node.name, op_type=node.op_type, subgraph=path, source=source, frames=frames)
 
 
-
 def blame_all(model_or_path: ModelLike) -> list[BlameResult]:
     """`blame` of every node, in every subgraph, in graph order: the model loaded and checked once and each source
     file looked up once (blaming node by node repeats both for every node)."""
