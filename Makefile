@@ -45,8 +45,7 @@ lab: setup
 	  $(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) \
 	  --MappingKernelManager.default_kernel_name=where223
 
-include matrix.mk
-include architectures.mk
+include sweep.mk
 
 clean-env:
 	rm -rf $(VENV)

@@ -4,7 +4,7 @@
     `git init`-ed, no .venv, no .cache), from an empty uv cache; with `--with-pip` also with
     WHERE223_INSTALLER=pip from an empty pip cache (slower), each timed per phase.
 (b) matrix disk: two matrix environments (default torch 2.1.2 and 2.2.2) built with
-    `where223.study.matrix.ensure_env` into a scratch folder beside the uv cache: the apparent size of each,
+    `where223.sweep.stacks.build_environment` into a scratch folder beside the uv cache: the apparent size of each,
     the size counting every hard-linked file once, and the files duplicated across environments (same
     content, different inode): none of the same package release (the target), the rest equal files of
     different releases or per-install metadata.
@@ -214,20 +214,21 @@ def duplicated_across(roots: Sequence[Path], min_bytes: int = 1) -> dict[str, An
 
 
 def matrix_disk(torch_versions: Sequence[str], scratch: Path) -> dict[str, Any]:
-    """Build matrix environments with `ensure_env` under `scratch`; their sizes and duplication."""
-    from where223.study import matrix
+    """Build the stacks' torch environments with `build_environment` under `scratch`; their sizes and duplication."""
+    from where223.pipeline import installer
+    from where223.sweep import stacks
 
     built: dict[str, Any] = {}
     roots = []
+    environments = stacks.load_stacks().environments
     for version in torch_versions:
         start = time.monotonic()
-        result = matrix.ensure_env(version, envs=scratch)
+        python, error = stacks.build_environment(environments[f"torch-{version}"], envs=scratch)
         seconds = round(time.monotonic() - start, 1)
-        if result.path is None:
-            raise RuntimeError(f"matrix environment torch {version} failed: {result.reason}")
-        root = scratch / f"torch-{version}"
-        marker = records.read_json(root / matrix.ENV_READY)
-        built[version] = {"seconds": seconds, "installer": marker.get("installer", "pip")}
+        if python is None:
+            raise RuntimeError(f"matrix environment torch {version} failed: {error}")
+        root = stacks.env_root(environments[f"torch-{version}"], scratch)
+        built[version] = {"seconds": seconds, "installer": installer.choose().name}
         roots.append(root)
     usage = disk_usage(roots)
     for version, root in zip(torch_versions, roots, strict=True):

@@ -105,6 +105,7 @@ def xdist_group(nodeid: str) -> str:
 # The groups that take longest (`pytest --durations`), started first so that no worker is left with a long one at the
 # end; the others follow in collection order. The order changes only how soon the run ends, never a result.
 SLOWEST_FIRST = ("tests/pipeline/test_reliability.py", "notebooks-01-03", "tests/browser/test_browser.py",
+                 "tests/sweep/test_engine.py",
                  "tests/notebooks/test_04_variants.py", "tests/gpt2/test_portable_export.py",
                  "tests/study/test_architectures.py")
 

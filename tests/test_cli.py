@@ -59,6 +59,23 @@ def _one_line_error(code: int, err: str, command: str) -> None:
 # --- usage and file errors: exit 2, one line ---------------------------------------------------------------
 
 
+SPACE = {
+    "study": "cli-test",
+    "records": "'cli-test/{model}.json'",
+    "stacks": "[project]",
+    "models": "[gpt2-tiny]",
+    "recipes": "[cpu_bf16_autocast]",
+    "exporters": "[torchscript]",
+}
+
+
+def _space(tmp: Path, **fields: str) -> Path:
+    """A sweep space file under `tmp` (SPACE with `fields` replaced)."""
+    path = tmp / "space.yaml"
+    path.write_text("".join(f"{key}: {value}\n" for key, value in {**SPACE, **fields}.items()))
+    return path
+
+
 def _plan(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "plan.yaml"
     path.write_text(text)
@@ -90,8 +107,24 @@ USER_ERRORS = {
     "run: unknown kernel": lambda t, m: ["run", "--only", "01", "--kernel", "nokernel", "--output-root", t / "out"],
     "repair: --ort-timeout not above 0": lambda t, m: ["repair", m, t / "out.onnx", "--ort-timeout", "0"],
     "report: missing outputs folder": lambda t, m: ["report", "--outputs", t / "absent"],
-    "matrix: unknown torch": lambda t, m: ["matrix", "--torch", "9.9.9", "--aggregate-only"],
-    "matrix: bad deadline": lambda t, m: ["matrix", "--deadline", "tomorrow"],
+    "sweep: missing space": lambda t, m: ["sweep", "--space", t / "absent.yaml"],
+    "sweep: space not YAML": lambda t, m: ["sweep", "--space", _plan(t, "study: [\n")],
+    "sweep: unknown stack": lambda t, m: ["sweep", "--space", _space(t, stacks="[torch-9.9.9]")],
+    "sweep: unknown overlay release": lambda t, m: ["sweep", "--space", _space(t, stacks="[project+transformers-9.9]")],
+    "sweep: unknown model": lambda t, m: ["sweep", "--space", _space(t, models="[gpt3-huge]")],
+    "sweep: unknown recipe": lambda t, m: ["sweep", "--space", _space(t, recipes="[fp8_everything]")],
+    "sweep: unknown exporter": lambda t, m: ["sweep", "--space", _space(t, exporters="[tflite]")],
+    "sweep: record path leaves outputs": lambda t, m: ["sweep", "--space", _space(t, records="'../{model}.json'")],
+    "sweep: filter matches nothing": lambda t, m: ["sweep", "--space", _space(t), "--model", "nothing*"],
+    "sweep: not a scheduler address": lambda t, m: ["sweep", "--space", _space(t), "--scheduler", "nowhere"],
+    "sweep: unreachable scheduler": lambda t, m: [
+        "sweep",
+        "--space",
+        _space(t),
+        "--force",
+        "--scheduler",
+        "tcp://127.0.0.1:9",
+    ],
     "strip: missing notebook": lambda t, m: ["strip", t / "absent.ipynb"],
     "strip: not a notebook": lambda t, m: ["strip", _plan(t, "not json")],
     "unknown option": lambda t, m: ["lint", m, "--colour"],
@@ -240,8 +273,7 @@ def test_a_huge_node_name_is_cut(tmp_path, capsys):
 
 def test_every_command_is_in_the_table_with_help_from_its_library(capsys):
     assert list(cli.COMMANDS) == [
-        "run", "report", "compare", "lint", "blame", "draw", "repair", "bench-variants", "matrix", "architectures",
-        "strip",
+        "run", "report", "compare", "lint", "blame", "draw", "repair", "bench-variants", "sweep", "strip",
     ]  # fmt: skip
     _, overview, _ = _call(["--help"], capsys)
     for name, command in cli.COMMANDS.items():
@@ -259,7 +291,7 @@ def test_help_and_lint_import_no_torch(model_path):
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch loaded'; sys.exit(rc)"
     )
     for argv in (
-        ["bench-variants", "--help"], ["matrix", "--help"], ["architectures", "--help"], ["lint", str(model_path)]
+        ["bench-variants", "--help"], ["sweep", "--help"], ["lint", str(model_path)]
     ):  # fmt: skip
         done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=ROOT)
         assert done.returncode in (0, 1) and "torch loaded" not in done.stderr, done.stderr
@@ -275,8 +307,7 @@ def test_no_library_module_parses_arguments_or_prints():
     """argparse and print live in cli.py; worker entry points (run as `python -m` in other environments or
     before .venv exists) keep a small main, and their docstrings say why."""
     workers = {
-        "study/matrix_cell.py", "study/architecture_cell.py", "gpt2/releases.py", "pipeline/installer.py",
-        "graph/ort_child.py",
+        "sweep/cell.py", "gpt2/releases.py", "pipeline/installer.py", "graph/ort_child.py",
     }  # fmt: skip
     package = ROOT / "src" / "where223"
     for path in sorted(package.rglob("*.py")):

@@ -26,7 +26,16 @@ RECORD_READERS = (
     "where223.study.matrix_figure",
     "where223.study.report",
     "where223.study.compare",
+    "where223.study.matrix",
+    "where223.study.architectures",
+    "where223.study.architectures_figure",
+    "where223.sweep.record",
+    "where223.sweep.space",
+    "where223.sweep.driver",
 )
+# What every stack's interpreter imports before its runner: the standard library and these where223 modules only
+# (a Dask worker and a cell in any stack, Python 3.10's too, run them).
+STDLIB_ONLY = ("where223.sweep.worker", "where223.sweep.cell", "where223.sweep.controls", "where223.outcomes")
 
 
 def loaded_after(code: str, tmp_path: Path, path: Path | None = None) -> set[str]:
@@ -77,3 +86,21 @@ def test_the_check_catches_torch_imported_inside_a_function(tmp_path):
     assert module_level == []
     with pytest.raises(AssertionError, match="loaded"):
         assert_no_heavy_modules("import sneaky_reader", tmp_path, tmp_path)
+
+
+def third_party(code: str, tmp_path: Path) -> list[str]:
+    """Top-level modules `code` loads that are neither the standard library nor where223 (nor loaded by the
+    interpreter's start-up, such as setuptools' .pth hook)."""
+    start = loaded_after("pass", tmp_path)
+    loaded = {name.split(".")[0] for name in loaded_after(code, tmp_path) - start}
+    return sorted(loaded - set(sys.stdlib_module_names) - {"where223"})
+
+
+@pytest.mark.parametrize("module", STDLIB_ONLY)
+def test_the_worker_modules_import_the_standard_library_only(module, tmp_path):
+    assert third_party(f"import {module}", tmp_path) == []
+
+
+def test_control_a_module_importing_a_third_party_package_is_caught(tmp_path):
+    code = "from where223.sweep.space import load_space\nload_space('spaces/architectures.yaml')"
+    assert "yaml" in third_party(code, tmp_path)

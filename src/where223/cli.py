@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import datetime as dt
 import importlib.util
 import inspect
 import json
@@ -24,7 +23,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
@@ -463,124 +462,91 @@ class BenchVariants(Command):
         return 0
 
 
-def _deadline(text: str) -> dt.datetime:
-    try:
-        value = dt.datetime.fromisoformat(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not an ISO time such as 2025-01-31T18:00: {text!r}") from error
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+def _patterns(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
-def _chosen(option: str, text: str | None, allowed: Sequence[str]) -> list[str]:
-    """The comma-separated values of `option` (all of `allowed` when not given); unknown ones refused."""
-    if text is None:
-        return list(allowed)
-    values = [value.strip() for value in text.split(",") if value.strip()]
-    unknown = [value for value in values if value not in allowed]
-    if unknown or not values:
-        raise UsageError(f"{option} {text!r}: unknown or no value(s) {unknown}; allowed: {', '.join(allowed)}")
-    return values
+def _scheduler(text: str) -> str:
+    """A Dask scheduler address such as tcp://HOST:8786."""
+    if "://" not in text or not text.split("://", 1)[1]:
+        raise argparse.ArgumentTypeError(f"not a scheduler address such as tcp://HOST:8786: {text!r}")
+    return text
 
 
-class Matrix(Command):
-    """Build (or resume) the version matrix: transformers x torch x exporter, one environment per torch.
+class Sweep(Command):
+    """Run (or resume) a sweep's cells on dask.distributed, then summarize its records.
 
-    Prints one line per environment and per cell, then the outcome counts. `make matrix` runs it, then notebook 05.
+    --space names a committed YAML space (spaces/matrix.yaml, spaces/architectures.yaml); every cell not yet
+    recorded with its key runs as a Dask task, on a local cluster of single-threaded workers (one per core) or on
+    the cluster at --scheduler. A status line tells done / failed / left, the rate and the time left. The outputs
+    tree is locked for the sweep's whole run. Unknown names in the space or the filters, or an unreachable
+    scheduler: one line, exit 2, nothing written. `make sweep` runs both spaces, then notebooks 05 and 06.
     """
 
-    name = "matrix"
-    explained_by = "where223.study.matrix"
+    name = "sweep"
+    explained_by = "where223.sweep.driver"
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--torch", help="comma-separated torch versions (default: all of the matrix's)")
-        parser.add_argument("--transformers", help="comma-separated transformers versions (default: all)")
-        parser.add_argument("--exporter", help="comma-separated: torchscript,dynamo (default: both)")
+        parser.add_argument("--space", required=True, type=Path, help="a YAML space (spaces/*.yaml)")
+        parser.add_argument("--scheduler", type=_scheduler, help="a running Dask scheduler, tcp://HOST:8786")
+        parser.add_argument("--workers", type=non_negative_int, help="local workers (default: one per core)")
+        for field in ("stack", "model", "recipe", "exporter"):
+            parser.add_argument(f"--{field}", help=f"comma-separated glob patterns: only cells whose {field} matches")
         parser.add_argument("--force", action="store_true", help="rerun cells that are already recorded")
-        parser.add_argument("--timeout", type=float, default=600.0, help="seconds one cell may run (default 600)")
+        parser.add_argument("--outputs", type=Path, help="the outputs tree the records go to (default: outputs/)")
+        parser.add_argument("--summary-only", action="store_true", help="only rewrite the study's summary")
         parser.add_argument(
-            "--deadline", type=_deadline, help="ISO time (UTC if naive) after which cells become not_run"
+            "--lock", action="store_true", help="only compile the locks of the space's environments (uv pip compile)"
         )
-        parser.add_argument("--drop-envs", action="store_true", help="delete each torch venv once its cells are done")
-        parser.add_argument("--envs-only", action="store_true", help="only build the environments and side folders")
-        parser.add_argument("--aggregate-only", action="store_true", help="only rebuild matrix.json from the cells")
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        from where223.pipeline import paths, publish
+        from where223.sweep import driver
+        from where223.sweep.space import load_space
+
+        space = load_space(args.space)
+        if args.lock:
+            from where223.sweep import stacks
+
+            environments = {stack.environment.name: stack.environment for stack in space.stacks.values()}
+            common = stacks.load_stacks().common
+            for name, environment in environments.items():
+                if name != stacks.PROJECT:
+                    _say(f"{name}: {stacks.compile_lock(environment, common)}")
+            return 0
+        filters = {field: _patterns(getattr(args, field)) for field in ("stack", "model", "recipe", "exporter")}
+        if any(filters.values()):
+            space = space.select(filters)
+        outputs = (args.outputs or paths.OUTPUTS).resolve()
+        if not outputs.is_dir():
+            raise UsageError(f"{outputs}: no such outputs folder")
+        with publish.outputs_lock(outputs):
+            if not args.summary_only:
+                _say(f"{space.name}: {len(space.cells)} cells")
+                counts = driver.run(
+                    space, scheduler=args.scheduler, workers=args.workers or None, force=args.force,
+                    output_root=outputs, say=_say,
+                )  # fmt: skip
+                _say(f"{space.name}: ran {sum(counts.values())} cells: {json.dumps(dict(sorted(counts.items())))}")
+            summary = _summarize(space.study, outputs)
+        _say(f"{space.name}: {summary}")
+        return 0
+
+
+def _summarize(study: str, outputs: Path) -> str:
+    """Rewrite a study's summary from its records under `outputs`; its counts, in one line."""
+    if study == "matrix" and (outputs / "matrix" / "cells").is_dir():
         from where223.study import matrix
 
-        torch_versions = _chosen("--torch", args.torch, matrix.TORCH_VERSIONS)
-        tf_versions = _chosen("--transformers", args.transformers, matrix.TRANSFORMERS_VERSIONS)
-        exporters = _chosen("--exporter", args.exporter, matrix.EXPORTERS)
-        if args.aggregate_only:
-            matrix.aggregate()
-            return 0
-        if args.envs_only:
-            for version in tf_versions:
-                _say(f"transformers {version}: {matrix.ensure_transformers(version)}")
-            for version in torch_versions:
-                _say(f"torch {version}: {matrix.ensure_env(version)}")
-            return 0
-        result = matrix.build(
-            torch_versions,
-            tf_versions,
-            exporters,
-            force=args.force,
-            timeout_s=args.timeout,
-            deadline=args.deadline,
-            drop_envs=args.drop_envs,
-            progress=_say,
-        )
-        _say(f"outcomes: {json.dumps(result['counts'], sort_keys=True)}")
-        return 0
-
-
-def _shard(text: str) -> tuple[int, int]:
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not a shard such as 0/2: {text!r}") from error
-    if not 0 <= index < count:
-        raise argparse.ArgumentTypeError(f"shard index must be in 0..{count - 1}: {text!r}")
-    return index, count
-
-
-class Architectures(Command):
-    """Sweep every transformers architecture through the bf16 export, per release (resumable).
-
-    One subprocess per architecture with a timeout; records under outputs/architectures/<release>/. Prints one line
-    per architecture, then the counts. `make architectures` runs it (`make -j` runs the shards side by side).
-    """
-
-    name = "architectures"
-    explained_by = "where223.study.architectures"
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--release", help="comma-separated transformers releases (default: 4.25.1,4.26.0)")
-        parser.add_argument("--model-type", help="comma-separated model types (default: every one of the mappings)")
-        parser.add_argument("--shard", type=_shard, default=(0, 1), help="INDEX/COUNT: every COUNT-th model type")
-        parser.add_argument("--timeout", type=float, default=120.0, help="seconds one architecture may run")
-        parser.add_argument("--force", action="store_true", help="rerun architectures that are already recorded")
-        parser.add_argument("--retry", action="store_true", help="rerun the ones that timed out or crashed")
-        parser.add_argument("--summary-only", action="store_true", help="only rebuild summary.json from the records")
-
-    @staticmethod
-    def run(args: argparse.Namespace) -> int:
+        return f"matrix.json: {json.dumps(matrix.aggregate(outputs / 'matrix')['counts'], sort_keys=True)}"
+    if study == "architectures" and (outputs / "architectures").is_dir():
         from where223.study import architectures
 
-        if args.summary_only:
-            result = architectures.summarize()
-        else:
-            releases = _chosen("--release", args.release, architectures.RELEASES)
-            known = architectures.model_types()
-            types = _chosen("--model-type", args.model_type, known)
-            result = architectures.build(
-                releases, types, timeout_s=args.timeout, force=args.force, retry=args.retry, shard=args.shard,
-                progress=_say,
-            )  # fmt: skip
-        _say(f"counts: {json.dumps(result['counts'], sort_keys=True)}")
-        return 0
+        counts = architectures.summarize(outputs / "architectures")["counts"]
+        return f"summary.json: {json.dumps(counts, sort_keys=True)}"
+    return "no summary for this study"
 
 
 class Strip(Command):
@@ -619,7 +585,7 @@ class Strip(Command):
 
 COMMANDS: dict[str, type[Command]] = {
     command.name: command
-    for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, BenchVariants, Matrix, Architectures, Strip)
+    for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, BenchVariants, Sweep, Strip)
 }
 
 

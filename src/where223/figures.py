@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from where223.files import atomic_path
+from where223.outcomes import Outcome
 
 PNG_DPI = 150
 # Font sizes in points, smallest first. A figure is read at most DISPLAY_WIDTH_PX wide (GitHub's Markdown column,
@@ -28,6 +29,21 @@ DISPLAY_WIDTH_PX = 900
 MIN_TEXT_PX = 8.0
 # PNG text chunk recording the smallest font size drawn, so a saved figure's legibility can be checked from the file
 SMALLEST_TEXT_KEY = "where223:smallest-text-pt"
+# The one colour of each sweep outcome (the matrix heatmap shades the other refusals by their label instead).
+OUTCOME_COLOURS: dict[str, str] = {
+    Outcome.ACCEPTED: "#4daf4a",
+    Outcome.WHERE_TYPE_ERROR: "#e41a1c",
+    Outcome.TYPE_ERROR: "#ff7f00",
+    Outcome.MISSING_KERNEL: "#fdd0a2",
+    Outcome.OTHER_ERROR: "#c8a600",
+    Outcome.NOT_EXPORTED: "#9e9ac8",
+    Outcome.NOT_FED: "#d9d9d9",
+    Outcome.NOT_BUILT: "#bdbdbd",
+    Outcome.NOT_APPLICABLE: "#bdbdbd",
+    Outcome.NOT_RUN: "#ffffff",
+    Outcome.TIMEOUT: "#ffffff",
+    Outcome.CRASHED: "#ffffff",
+}
 # svg ids are derived from this salt rather than from a random one, so the same figure gives the same bytes
 _SVG_HASH_SALT = "where223"
 

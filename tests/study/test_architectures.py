@@ -1,124 +1,18 @@
-"""The architecture sweep: the driver's resume, timeout, crash and publication logic with a fake worker (fast),
-the records-only analysis, and two real architectures end to end (slow)."""
+"""The architecture sweep: the records-only analysis, the cell's building blocks, and two real architectures end to
+end through the sweep's worker (slow). The engine's resume, timeout and crash logic: tests/sweep/."""
 
 from __future__ import annotations
 
 import json
-import textwrap
+import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from where223.study import architectures
-from where223.study.architecture_cell import CellOutcome
 
 INSTALLED = metadata.version("transformers")
-
-# A worker that does what its model type says: records `accepted`, hangs, crashes, or dies after a partial record.
-FAKE_WORKER = textwrap.dedent(
-    """
-    import argparse, json, os, sys, time
-    from pathlib import Path
-
-    p = argparse.ArgumentParser()
-    for name in ("--model-type", "--release", "--onnx", "--out"):
-        p.add_argument(name)
-    args = p.parse_args()
-    with open(os.environ["FAKE_CALLS"], "a") as calls:
-        calls.write(args.model_type + "\\n")
-    print("WHERE223_STAGE export", file=sys.stderr, flush=True)
-    kind = args.model_type.split("-")[0]
-    if kind == "hang":
-        Path(args.out).write_text('{"model_type": "half')
-        time.sleep(60)
-    if kind == "crash":
-        sys.exit(3)
-    record = {"model_type": args.model_type, "release": args.release, "outcome": "accepted",
-              "built": True, "fed": True, "exported": True, "judged": True}
-    Path(args.out).write_text(json.dumps(record))
-    """
-)
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    """The fake worker on PYTHONPATH, a log of its calls, and the sweep's folders under tmp_path."""
-    (tmp_path / "fake_cell.py").write_text(FAKE_WORKER)
-    calls = tmp_path / "calls.txt"
-    calls.write_text("")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    monkeypatch.setenv("FAKE_CALLS", str(calls))
-
-    def sweep(types, **options):
-        options.setdefault("timeout_s", 30)
-        return architectures.build(
-            [INSTALLED], types, out_dir=tmp_path / "out", work_dir=tmp_path / "work", worker="fake_cell", **options
-        )
-
-    def called() -> list[str]:
-        return calls.read_text().split()
-
-    return sweep, called, tmp_path / "out"
-
-
-def test_resume_skips_recorded_architectures_and_force_reruns_them(fake):
-    sweep, called, out = fake
-    summary = sweep(["ok-a", "ok-b"])
-    assert called() == ["ok-a", "ok-b"]
-    assert summary["counts"][INSTALLED]["exported"] == 2
-    sweep(["ok-a", "ok-b"])
-    assert called() == ["ok-a", "ok-b"], "a resumed sweep reran recorded architectures"
-    (out / INSTALLED / "ok-b.json").unlink()
-    sweep(["ok-a", "ok-b"])
-    assert called() == ["ok-a", "ok-b", "ok-b"]
-    sweep(["ok-a"], force=True)
-    assert called()[-1] == "ok-a"
-
-
-def test_a_hang_is_recorded_as_a_timeout_with_its_stage_and_retried_on_request(fake):
-    sweep, called, out = fake
-    sweep(["hang-x", "ok-a"], timeout_s=3)
-    record = json.loads((out / INSTALLED / "hang-x.json").read_text())
-    assert record["outcome"] == CellOutcome.TIMEOUT
-    assert record["error"]["stage"] == "export"
-    assert record["recorded_by"] == "driver"
-    assert called() == ["hang-x", "ok-a"], "one hang stopped the sweep"
-    sweep(["hang-x", "ok-a"], timeout_s=3)
-    assert called() == ["hang-x", "ok-a"]
-    sweep(["hang-x", "ok-a"], timeout_s=3, retry=True)
-    assert called() == ["hang-x", "ok-a", "hang-x"]
-
-
-def test_a_crash_never_publishes_a_stale_record(fake):
-    sweep, _, out = fake
-    stale = out.parent / "work" / INSTALLED / "crash-y" / "record.json"
-    stale.parent.mkdir(parents=True)
-    stale.write_text(json.dumps({"model_type": "crash-y", "release": INSTALLED, "outcome": "accepted"}))
-    sweep(["crash-y"])
-    record = json.loads((out / INSTALLED / "crash-y.json").read_text())
-    assert record["outcome"] == CellOutcome.CRASHED
-    assert "exit status 3" in record["error"]["message"]
-    assert not architectures.is_done(out / INSTALLED / "crash-y.json", retry=True)
-
-
-def test_an_unreadable_or_unknown_record_is_not_done(tmp_path):
-    path = tmp_path / "r.json"
-    assert not architectures.is_done(path)
-    path.write_text('{"outcome": "accep')
-    assert not architectures.is_done(path)
-    path.write_text('{"outcome": "half-way"}')
-    assert not architectures.is_done(path)
-    path.write_text('{"outcome": "not_exported"}')
-    assert architectures.is_done(path)
-
-
-def test_shards_partition_the_model_types():
-    types = [f"t{i}" for i in range(7)]
-    shards = [architectures.shard_of(types, (index, 3)) for index in range(3)]
-    assert sorted(sum(shards, [])) == sorted(types)
-    assert not set(shards[0]) & set(shards[1])
-
 
 def _record(model_type, release, outcome, op=None, source=None, first=None):
     record = {"model_type": model_type, "release": release, "outcome": outcome, "built": True, "fed": True}
@@ -155,9 +49,16 @@ def test_failures_group_by_operator_and_the_line_that_names_ort_node():
 
 @pytest.mark.slow
 def test_two_architectures_end_to_end(tmp_path):
-    summary = architectures.build(
-        [INSTALLED], ["gpt2", "bert"], out_dir=tmp_path / "out", work_dir=tmp_path / "work", timeout_s=300
-    )
+    from where223.pipeline import paths, records
+    from where223.sweep import worker
+
+    for model in ("gpt2", "bert"):
+        key = {"stack": "project", "model": model, "recipe": "cpu_bf16_autocast", "exporter": "torchscript",
+               "opset": 17, "mode": "train"}  # fmt: skip
+        facts = {"torch": "2.1.2", "transformers": INSTALLED}
+        record = worker.run_cell(key, sys.executable, paths.ROOT / "src", tmp_path / "work" / model, 300, stack=facts)
+        records.write_json(tmp_path / "out" / INSTALLED / f"{model}.json", record)
+    summary = architectures.summarize(tmp_path / "out")
     assert summary["counts"][INSTALLED] == {
         "attempted": 2, "built": 2, "fed": 2, "exported": 2, "judged": 2, "types_accepted": 0, "accepted": 0
     }  # fmt: skip

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from where223.graph.ort import OrtVerdict
+from where223.outcomes import Outcome
 from where223.pipeline import paths, records
 from where223.study import matrix, matrix_analysis, matrix_cell, matrix_figure
+from where223.sweep import exporters
 
 ORT_WHERE = (
     "[ONNXRuntimeError] : 1 : FAIL : Load model from /tmp/m.onnx failed:Type Error: Type parameter (T) of "
@@ -74,7 +76,7 @@ def _misfiled(cells: list[dict[str, Any]]) -> list[str]:
     return [
         c["cell"]
         for c in cells
-        if c["outcome"] not in matrix.OUTCOMES
+        if c["outcome"] not in set(Outcome)
         or (c["outcome"] in refusals and matrix_cell.classify(c["error"]).verdict != c["outcome"])
     ]
 
@@ -127,65 +129,19 @@ def test_warning_lines_are_distinct_and_capped() -> None:
 
 def _cell(torch: str, tf: str, exporter: str, outcome: str, **extra: Any) -> dict[str, Any]:
     return {
-        **matrix.placeholder(torch, tf, exporter, outcome, extra.pop("reason", "")),
+        "cell": f"{torch}-{tf}-{exporter}",
+        "torch_requested": torch,
+        "transformers_requested": tf,
+        "exporter": exporter,
+        "outcome": outcome,
+        "reason": extra.pop("reason", ""),
         "recorded_by": "cell",
         **extra,
     }
 
 
 def _write(out_dir: Path, cell: dict[str, Any]) -> None:
-    records.write_json(matrix.cell_path(cell["cell"], out_dir), cell)
-
-
-def test_is_done_treats_not_run_as_pending(tmp_path: Path) -> None:
-    done = _cell("2.1.2", "4.25.1", "torchscript", OrtVerdict.MISSING_KERNEL, error=_error(ORT_NO_KERNEL))
-    pending = _cell("2.1.2", "4.26.0", "torchscript", "not_run", reason="deadline")
-    _write(tmp_path, done)
-    _write(tmp_path, pending)
-    assert matrix.is_done(matrix.cell_path(done["cell"], tmp_path))
-    assert not matrix.is_done(matrix.cell_path(pending["cell"], tmp_path))
-    assert not matrix.is_done(matrix.cell_path("missing", tmp_path))
-
-
-def test_build_resumes_and_force_reruns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ran: list[str] = []
-
-    def fake_run_cell(python: Path, side: Path, t: str, tf: str, e: str, out: Path, timeout_s: float) -> dict[str, Any]:
-        record = _cell(t, tf, e, "accepted")
-        ran.append(record["cell"])
-        records.write_json(out, record)
-        return record
-
-    monkeypatch.setattr(matrix, "ensure_env", lambda v: matrix.EnvResult(tmp_path / "python"))
-    monkeypatch.setattr(matrix, "ensure_transformers", lambda v: matrix.EnvResult(tmp_path / "side"))
-    monkeypatch.setattr(matrix, "run_cell", fake_run_cell)
-    _write(tmp_path, _cell("2.1.2", "4.25.1", "torchscript", "where_type_error"))
-    _write(tmp_path, _cell("2.1.2", "4.26.0", "torchscript", "not_run", reason="deadline"))
-    result = matrix.build(["2.1.2"], ["4.25.1", "4.26.0"], ["torchscript", "dynamo"], out_dir=tmp_path)
-    assert sorted(ran) == ["2.1.2-4.25.1-dynamo", "2.1.2-4.26.0-dynamo", "2.1.2-4.26.0-torchscript"]
-    assert result["counts"] == {"accepted": 3, "where_type_error": 1}
-    ran.clear()
-    matrix.build(["2.1.2"], ["4.25.1"], ["torchscript"], out_dir=tmp_path)
-    assert ran == []
-    matrix.build(["2.1.2"], ["4.25.1"], ["torchscript"], out_dir=tmp_path, force=True)
-    assert ran == ["2.1.2-4.25.1-torchscript"]
-
-
-def test_build_records_failed_env_transient_failure_and_deadline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import datetime as dt
-
-    monkeypatch.setattr(matrix, "ensure_env", lambda v: matrix.EnvResult(None, "No matching distribution"))
-    result = matrix.build(["1.13.1"], ["4.25.1"], ["torchscript"], out_dir=tmp_path)
-    assert result["cells"][0]["outcome"] == "not_applicable"
-    assert result["cells"][0]["reason"] == "No matching distribution"
-    monkeypatch.setattr(matrix, "ensure_env", lambda v: matrix.EnvResult(None, "Read timed out", permanent=False))
-    result = matrix.build(["2.0.1"], ["4.25.1"], ["torchscript"], out_dir=tmp_path)
-    assert {c["cell"]: c["outcome"] for c in result["cells"]}["2.0.1-4.25.1-torchscript"] == "not_run"
-    past = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
-    result = matrix.build(["2.2.2"], ["4.25.1"], ["dynamo"], out_dir=tmp_path, deadline=past)
-    assert {c["cell"]: c["outcome"] for c in result["cells"]}["2.2.2-4.25.1-dynamo"] == "not_run"
+    records.write_json(out_dir / "cells" / f"{cell['cell']}.json", cell)
 
 
 def test_aggregate_axes_counts_and_envs(tmp_path: Path) -> None:
@@ -248,11 +204,16 @@ def test_one_real_cell_reproduces_where_error(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     if not (torch.__version__.startswith("2.1.2") and transformers.__version__ == "4.25.1"):
         pytest.skip("needs the project's pinned stack: torch 2.1.2, transformers 4.25.1")
-    out = tmp_path / "cell.json"
-    site = Path(transformers.__file__).parent.parent
-    record = matrix.run_cell(Path(sys.executable), site, "2.1.2", "4.25.1", "torchscript", out, 300, work_root=tmp_path)
+    from where223.sweep import worker
+
+    key = {"stack": "project", "model": "gpt2-tiny", "recipe": "cpu_bf16_autocast", "exporter": "torchscript",
+           "opset": "auto", "mode": "train"}  # fmt: skip
+    facts = {"torch": "2.1.2", "transformers": "4.25.1"}
+    record = worker.run_cell(key, sys.executable, paths.ROOT / "src", tmp_path, 300, stack=facts)
     assert record["outcome"] == "where_type_error", record.get("error")
-    assert record == records.read_json(out)
+    assert record["key"] == key and record["recorded_by"] == "cell"
+    assert record["threads"] == {"torch": 1, "omp": "1"}  # one thread per cell, whatever the machine
+    assert record["ort"]["type_binding"]["node"] == "/model/transformer/h.0/attn/Where"
     where = record["where_error"]
     assert where["op_type"] == "Where" and where["param"] == "T"
     assert where["node"] == "/model/transformer/h.0/attn/Where"
@@ -279,32 +240,6 @@ def test_source_notebook_is_clean() -> None:
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert is_clean(nbformat.read(paths.NOTEBOOKS / "05_matrix.ipynb", as_version=4))
     assert "parameters" in code[1]["metadata"].get("tags", [])
-
-
-def test_a_cell_record_is_replaced_only_by_a_complete_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = matrix.cell_path("2.1.2-4.25.1-torchscript", tmp_path)
-    previous = _cell("2.1.2", "4.25.1", "torchscript", "where_type_error")
-    _write(tmp_path, previous)
-    published = out.read_bytes()
-
-    def interrupted(cmd: list[str], **kwargs: Any) -> Any:
-        written = Path(cmd[cmd.index("--out") + 1])
-        written.write_text('{"cell": "half')  # the cell had begun its record
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(matrix.subprocess, "run", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        matrix.run_cell(Path(sys.executable), tmp_path, "2.1.2", "4.25.1", "torchscript", out, 60, work_root=tmp_path)
-    assert out.read_bytes() == published  # an interrupted --force rerun keeps the cell a resumed sweep skips
-    assert matrix.is_done(out)
-
-    def completed(cmd: list[str], **kwargs: Any) -> Any:
-        records.write_json(cmd[cmd.index("--out") + 1], _cell("2.1.2", "4.25.1", "torchscript", "accepted"))
-        return matrix.subprocess.CompletedProcess(cmd, 0, "", "")
-
-    monkeypatch.setattr(matrix.subprocess, "run", completed)  # control: a complete cell replaces the record
-    matrix.run_cell(Path(sys.executable), tmp_path, "2.1.2", "4.25.1", "torchscript", out, 60, work_root=tmp_path)
-    assert records.read_json(out)["outcome"] == "accepted" and "wall_s" in records.read_json(out)
 
 
 def _committed_matrix() -> dict[str, Any]:
@@ -407,41 +342,32 @@ def test_torch_1_12_cells_record_python_3_10_and_opset_16() -> None:
     cells = [c for c in _committed_matrix()["cells"] if c["exporter"] == "torchscript" and "graph" in c]
     old = [c for c in cells if c["torch_requested"] == "1.12.1"]
     assert old and all(c["python"].startswith("3.10.") and c["graph"]["opset"] == 16 for c in old)
-    assert all(c["export"]["opset_requested"] == matrix_cell.export_opset("1.12.1") == 16 for c in old)
+    assert all(c["export"]["opset_requested"] == exporters.OPSET_FOR_TORCH["1.12"] == 16 for c in old)
     newer = [c for c in cells if c["torch_requested"] != "1.12.1"]
-    assert newer and all(c["graph"]["opset"] == matrix_cell.OPSET == 17 for c in newer)
+    assert newer and all(c["graph"]["opset"] == exporters.OPSET == 17 for c in newer)
     dynamo = [c for c in _committed_matrix()["cells"] if c["exporter"] == "dynamo" and c["torch_requested"] == "1.12.1"]
     assert dynamo and all(c["outcome"] == "not_applicable" and "no dynamo" in c["reason"] for c in dynamo)
-
-
-def test_base_python_finds_the_machine_interpreter_or_says_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert matrix.base_python("2.1.2") == Path(sys.executable)
-    monkeypatch.setitem(matrix.PYTHON_FOR_TORCH, "0.0.1", Path(sys.executable).name)
-    found = matrix.base_python("0.0.1")
-    assert found is not None and found.is_file()
-    # the control: an interpreter the machine lacks is None, and its environment is refused with the reason
-    monkeypatch.setitem(matrix.PYTHON_FOR_TORCH, "0.0.2", "python-where223-absent")
-    assert matrix.base_python("0.0.2") is None
-    monkeypatch.setenv("PYENV_ROOT", "/nonexistent")
-    result = matrix.ensure_env("0.0.2", envs=Path("/nonexistent/envs"))
-    assert result.path is None and "needs python-where223-absent" in (result.reason or "")
 
 
 def test_the_cell_imports_under_python_3_10() -> None:
     """torch 1.12.1's environment runs Python 3.10: the cell's own imports work there (onnx, which lint needs,
     is installed only in the matrix environment itself)."""
-    python = matrix.base_python("1.12.1")
+    import subprocess
+
+    from where223.sweep.stacks import machine_python
+
+    python = machine_python("3.10")
     if python is None:
-        pytest.skip(f"this machine has no {matrix.PYTHON_FOR_TORCH['1.12.1']}")
+        pytest.skip("this machine has no python3.10")
     env = {"PYTHONPATH": str(paths.ROOT / "src"), "PATH": "/usr/bin:/bin"}
     probe = (
-        "import where223.study.matrix_cell as m; "
-        "print(m.CellState.NOT_RUN, f'{m.OrtVerdict.ACCEPTED}', m.OrtVerdict('where_type_error') == 'where_type_error')"
+        "import where223.study.matrix_cell as m, where223.sweep.cell, where223.outcomes as o; "
+        "print(o.Outcome.NOT_RUN, f'{m.OrtVerdict.ACCEPTED}', m.OrtVerdict('where_type_error') == 'where_type_error')"
     )
-    result = matrix.subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=env, check=False)
+    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["not_run", "accepted", "True"]
     # the control: that interpreter really lacks 3.11's enum.StrEnum, which these modules therefore avoid
     control = [str(python), "-c", "from enum import StrEnum"]
-    failed = matrix.subprocess.run(control, capture_output=True, text=True, env=env, check=False)
+    failed = subprocess.run(control, capture_output=True, text=True, env=env, check=False)
     assert failed.returncode != 0 and "StrEnum" in failed.stderr

@@ -22,15 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from where223.gpt2 import runs
-from where223.pipeline.installer import Installer
+from where223.pipeline.installer import Installer, install_side_folder
 from where223.pipeline.installer import choose as choose_installer
 from where223.pipeline.paths import CACHE
 
@@ -72,34 +70,9 @@ def installed_release(version: str) -> Path:
 
 
 def install_release(version: str, installer: Installer) -> Path:
-    """Install transformers `version` with `--no-deps --target` into its side folder, unless it is there.
-
-    The wheel goes to a temporary folder first and is renamed into place, so an interrupted or concurrent
-    install never leaves a half-filled side folder behind.
-    """
-    target = release_dir(version)
-    if (target / "transformers" / "__init__.py").is_file():
-        return target
-    RELEASES_DIR.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=RELEASES_DIR, prefix=f".{version}."))
-    try:
-        command = installer.install(sys.executable, "-q", "--no-deps", "--target", str(staging))
-        result = subprocess.run(
-            [*command, f"transformers=={version}"],
-            capture_output=True,
-            text=True,
-            env=installer.environment(),
-            check=False,
-        )
-        if result.returncode != 0:
-            why = result.stderr[-2000:]
-            raise RuntimeError(f"{installer.command_name} transformers=={version} failed:\n{why}")
-        if not (target / "transformers" / "__init__.py").is_file():
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    """Install transformers `version` into its side folder unless it is there (the project's one side-folder
+    installer, `where223.pipeline.installer.install_side_folder`: staged, then renamed into place)."""
+    return install_side_folder(f"transformers=={version}", release_dir(version), installer)
 
 
 def release_environment(version: str) -> dict[str, str]:

@@ -71,6 +71,49 @@ _TYPE_REFUSALS = (
 _MISSING_KERNELS = (("NOT_IMPLEMENTED", "Could not find an implementation"), ("Failed to find kernel",))
 
 
+# The anatomy of ONNX Runtime's messages, for labels and grouping (every reader of its messages asks here):
+# "[ONNXRuntimeError] : 1 : FAIL : Load model from F failed:..." prefixes,
+ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : (?P<code>\w+) : ")
+LOAD_PREFIX = re.compile(r"^Load model from \S+ failed:\s*")
+# the innermost "(op_type:X, node name: Y): text" of its nested shape-inference errors,
+INFERENCE = re.compile(r"\(op_type:(?P<op>\w+), node name: [^)]*\): (?:\[\w+\] )?")
+UNSUPPORTED = re.compile(r"unsupported type: tensor\((?P<type>\w+)\)")
+# a type its graph check does not allow,
+INVALID_TYPE = re.compile(
+    r"Type 'tensor\((?P<type>\w+)\)' of (?P<io>input|output) parameter \([^)]*\) of operator \((?P<op>\w+)\)"
+)
+# an operator without a kernel,
+NO_KERNEL = re.compile(r"Could not find an implementation for (?P<op>\w+\(\d+\)) node")
+# the operator refused (type check or kernel lookup),
+REFUSED_OPERATOR = re.compile(r"of operator \((?P<checked>[^)]+)\)|implementation for (?P<kernel>\w+)\(")
+# and node names, quoted as `in node (NAME)` or `with name 'NAME'`.
+QUOTED_NODE = re.compile(r"in node \((?P<paren>[^()]+)\)|with name '(?P<quoted>[^']+)'")
+
+
+def first_message_line(message: str) -> str:
+    """The first non-empty line of an error, without onnxruntime's `[ONNXRuntimeError] : n : CODE :` and
+    `Load model from F failed:` prefixes."""
+    line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    return LOAD_PREFIX.sub("", ORT_PREFIX.sub("", line))
+
+
+def named_nodes(message: str) -> list[str]:
+    """Every node name a message quotes, in order."""
+    return [match["paren"] or match["quoted"] for match in QUOTED_NODE.finditer(message or "")]
+
+
+def refused_node(message: str | None) -> str | None:
+    """The first node a refusal names, or None."""
+    names = named_nodes(message or "")
+    return names[0] if names else None
+
+
+def refused_operator(message: str | None) -> str | None:
+    """The operator a refusal without a parsed binding names (type check or missing kernel), or None."""
+    match = REFUSED_OPERATOR.search(message or "")
+    return (match["checked"] or match["kernel"]) if match else None
+
+
 @dataclass(frozen=True)
 class TypeBinding:
     """ONNX Runtime's 'bound to different types' refusal, parsed."""

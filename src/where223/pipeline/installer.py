@@ -19,8 +19,10 @@ import argparse
 import ast
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +130,12 @@ class Installer:
             return [str(self.uv), "venv", "--quiet", "--python", str(base_python), str(root)]
         return [str(base_python), "-m", "venv", str(root)]
 
+    def sync(self, python: str | os.PathLike[str], lock: str | os.PathLike[str]) -> list[str]:
+        """Make the environment of `python` hold exactly what `lock` pins."""
+        if self.uv is not None:
+            return [str(self.uv), "pip", "sync", "--python", str(python), str(lock)]
+        return [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", "-r", str(lock)]
+
     def freeze(self, python: str | os.PathLike[str]) -> list[str]:
         """List what the environment of `python` holds, pinned."""
         if self.uv is not None:
@@ -150,6 +158,37 @@ def choose(python: str | os.PathLike[str] = sys.executable) -> Installer:
     if uv is None:
         return Installer("pip")
     return Installer("uv", uv, uv_variables(pip_options(python)))
+
+
+class InstallError(RuntimeError):
+    """An install failed; the message is one line: the command and the installer's first error line."""
+
+
+def install_side_folder(requirement: str, target: Path, installer: Installer | None = None) -> Path:
+    """Install `requirement` without its dependencies into the side folder `target` (`--no-deps --target`), unless
+    it is there: the one side-folder installer of the project (transformers releases for sweep stacks and for
+    `where223.gpt2.releases`). The files go to a staging folder beside it first and are renamed into place, so an
+    interrupted or concurrent install never leaves a half-filled folder; InstallError when it fails."""
+    ready = target / ".where223-side-folder"
+    if ready.is_file():
+        return target
+    installer = installer or choose()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        command = installer.install(sys.executable, "-q", "--no-deps", "--target", str(staging), requirement)
+        done = subprocess.run(command, capture_output=True, text=True, env=installer.environment(), check=False)
+        if done.returncode != 0:
+            lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+            first = next((line for line in lines if "error" in line.lower()), lines[-1] if lines else "no message")
+            raise InstallError(f"{installer.command_name} {requirement} failed: {first}")
+        (staging / ready.name).write_text(requirement + "\n")
+        if not ready.is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def shell_exports(variables: Mapping[str, str]) -> str:

@@ -1,9 +1,9 @@
 """One architecture of the sweep: build a transformers model type small, export it as notebook 01 does, judge it.
 
-`python -m where223.study.architecture_cell --model-type bert --release 4.25.1 --onnx F.onnx --out F.json`
-is a worker entry point, not a `where223` command: the driver (`where223 architectures`) starts one fresh
-interpreter per architecture with a timeout, so a hang or a crash costs one architecture, and PYTHONPATH puts the
-release's side folder first for a release other than the pinned one, which no running process can do. It:
+The sweep's cell entry point (`python -m where223.sweep.cell`, any model of `spaces/model_types-4.25.1.txt`) runs
+it in a fresh interpreter per cell with a time limit, so a hang or a crash costs one architecture, with the
+stack's transformers release first on PYTHONPATH, which no running process can do. Under the matrix's recipe
+(`cpu_bf16_autocast`) and exporter (`torchscript`) it:
 
 1. builds the model type's causal-LM head (else its base model) from `CONFIG_MAPPING[model_type]()` with
    random weights, shrunk generically by config attribute names (`shrink_config`): widths divided by
@@ -22,8 +22,6 @@ Every stage that fails is recorded with its reason; the record is written only w
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import inspect
 import re
 import time
@@ -33,13 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from where223 import files
-from where223.enums import TextEnum
+from where223.graph.ort import refused_node
+from where223.outcomes import Outcome, from_verdict
 from where223.pipeline import records
 from where223.study.matrix_cell import describe_error, stage, warning_lines
+from where223.sweep.exporters import EXPORTERS, NotApplicable
+from where223.sweep.recipes import RECIPES, Recipe
 
-OPSET = 17
 DEVICE = "cpu"
-AMP_DTYPE = "bf16"
 BATCH = 2
 SEQ_LEN = 16
 WIDTH_DIVISOR = 8
@@ -50,17 +49,6 @@ AUDIO_FRAMES = 64
 BLAME_LIMIT = 50  # blamed nodes kept per record (distinct source lines are what the groups use)
 DIVERGENCE_LIMIT = 50
 _TORCH_FILE = re.compile(r"(^|[/\\])torch[/\\]")
-_ORT_NODE = re.compile(r"in node \(([^)]*)\)|node with name '([^']*)'")
-
-
-class CellOutcome(TextEnum):
-    """Outcomes of an architecture that never reached ONNX Runtime (its verdicts are `OrtVerdict`)."""
-
-    NOT_BUILT = "not_built"  # no config, no model class, or the model could not be constructed
-    NOT_FED = "not_fed"  # no inputs could be made for its forward, or the fp32 forward failed
-    NOT_EXPORTED = "not_exported"  # torch.onnx.export under bf16 autocast failed
-    TIMEOUT = "timeout"  # written by the driver: the cell ran past its time
-    CRASHED = "crashed"  # written by the driver: the cell's process died without a record
 
 
 # Config attributes that are widths (divided by WIDTH_DIVISOR) or depths (cut to DEPTH); found by name.
@@ -300,27 +288,31 @@ def positional(model: Any, names: Sequence[str]) -> Any:
     return Positional()
 
 
-def export_module(module: Any, inputs: dict[str, Any], out: Path) -> Path:
-    """Export `module(*inputs.values())` as `where223.gpt2.export.export_onnx` exports GPT-2, for any module."""
+def export_module(
+    module: Any,
+    inputs: dict[str, Any],
+    out: Path,
+    recipe: Recipe = RECIPES["cpu_bf16_autocast"],
+    exporter: str = "torchscript",
+    opset: int | str = 17,
+    mode: str = "train",
+) -> dict[str, Any]:
+    """Export `module(*inputs.values())` as `where223.gpt2.export.export_onnx` exports GPT-2 (Python stacks in the
+    nodes' doc strings), for any module, with `exporter` under `recipe` (inputs already prepared by it)."""
     import torch
 
-    from where223.gpt2.export import autocast, output_to, stable_doc_strings
+    from where223.gpt2.export import output_to, stable_doc_strings
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with files.atomic_path(out) as partial:
-        with autocast(DEVICE, AMP_DTYPE), output_to(out.with_suffix(".log")):
-            torch.onnx.export(
-                module,
-                tuple(inputs.values()),
-                str(partial),
-                input_names=list(inputs),
-                opset_version=OPSET,
-                training=torch.onnx.TrainingMode.TRAINING,
-                do_constant_folding=False,
-                verbose=True,
-            )
-        stable_doc_strings(partial)
-    return out
+        with recipe.context(torch), output_to(out.with_suffix(".log")):
+            facts = EXPORTERS[exporter](
+                torch, module, tuple(inputs.values()), partial, opset=opset, mode=mode, input_names=list(inputs),
+                doc_strings=True,
+            )  # fmt: skip
+        if exporter == "torchscript":
+            stable_doc_strings(partial)
+    return facts
 
 
 def model_class(model_type: str) -> tuple[str, Any]:
@@ -387,12 +379,6 @@ def lint_findings(onnx_path: Path) -> dict[str, Any]:
     return record
 
 
-def ort_node(message: str | None) -> str | None:
-    """The node an ONNX Runtime refusal names ('in node (NAME)', or 'node with name 'NAME'' for a missing kernel)."""
-    match = _ORT_NODE.search(message or "")
-    return next((group for group in match.groups() if group), None) if match else None
-
-
 def blame_nodes(onnx_path: Path, findings: list[dict[str, Any]], named_by_ort: str | None) -> list[dict[str, Any]]:
     """The innermost frame outside torch (file:line, code) of the node ONNX Runtime names and of each type-binding
     conflict's node (the model's line; a functional such as `layer_norm` is torch's own and names no model)."""
@@ -430,14 +416,30 @@ def blame_nodes(onnx_path: Path, findings: list[dict[str, Any]], named_by_ort: s
     return blamed
 
 
-def run(model_type: str, release: str, onnx_path: Path) -> dict[str, Any]:
+def run(
+    model_type: str,
+    release: str,
+    onnx_path: Path,
+    recipe: Recipe = RECIPES["cpu_bf16_autocast"],
+    exporter: str = "torchscript",
+    opset: int | str = 17,
+    mode: str = "train",
+) -> dict[str, Any]:
     """Run one architecture through every stage and return its record (failures are recorded, not raised)."""
     from where223.pipeline.environment import describe
 
     record: dict[str, Any] = {
         "model_type": model_type,
         "release": release,
-        "settings": {"device": DEVICE, "amp_dtype": AMP_DTYPE, "opset": OPSET, "training": True, "batch": BATCH},
+        "settings": {
+            "device": DEVICE,
+            "amp_dtype": recipe.amp_dtype,
+            "recipe": recipe.name,
+            "exporter": exporter,
+            "opset": opset,
+            "training": mode == "train",
+            "batch": BATCH,
+        },  # fmt: skip
         "built": False,
         "fed": False,
         "exported": False,
@@ -481,28 +483,35 @@ def run(model_type: str, release: str, onnx_path: Path) -> dict[str, Any]:
         record["attempts"] = attempts
     if model is None or inputs is None:
         last = attempts[-1]
-        record["outcome"] = CellOutcome.NOT_BUILT if last["stage"] == "build" else CellOutcome.NOT_FED
+        record["outcome"] = Outcome.NOT_BUILT if last["stage"] == "build" else Outcome.NOT_FED
         record["built"] = last["stage"] != "build"
         record["error"] = last
         return record
     record["built"] = record["fed"] = True
+    model, inputs = recipe.prepare(torch, model, inputs)
     record["inputs"] = {name: {"shape": list(t.shape), "dtype": str(t.dtype)} for name, t in inputs.items()}
     module = positional(model, list(inputs))
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                timed("export", lambda: export_module(module, inputs, onnx_path))
+                record["export"] = timed(
+                    "export", lambda: export_module(module, inputs, onnx_path, recipe, exporter, opset, mode)
+                )
             finally:
                 record["export_warnings"] = warning_lines(caught)
+    except NotApplicable as exc:
+        record["outcome"] = Outcome.NOT_APPLICABLE
+        record["reason"] = str(exc)
+        return record
     except Exception as exc:  # noqa: BLE001 - a failed export is the measurement
-        record["outcome"] = CellOutcome.NOT_EXPORTED
+        record["outcome"] = Outcome.NOT_EXPORTED
         record["error"] = describe_error(exc, "export")
         return record
     record["exported"] = True
     record["onnx_bytes"] = onnx_path.stat().st_size
     _judge(record, timed, onnx_path)
-    _diagnose(record, timed, module, inputs, onnx_path)
+    _diagnose(record, timed, module, inputs, onnx_path, recipe)
     return record
 
 
@@ -511,7 +520,7 @@ def _judge(record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any
 
     judgement = timed("judge", lambda: judge(onnx_path))
     record["judged"] = True
-    record["outcome"] = judgement.verdict
+    record["outcome"] = from_verdict(judgement.verdict)
     record["ort"] = {
         "verdict": judgement.verdict,
         "message": (judgement.message or "")[:2000] or None,
@@ -525,6 +534,7 @@ def _diagnose(
     module: Any,
     inputs: dict[str, Any],
     onnx_path: Path,
+    recipe: Recipe,
 ) -> None:
     """Lint, blame and divergence: each recorded, or the reason it could not be computed."""
     from where223.study.divergence import divergence_report
@@ -535,38 +545,17 @@ def _diagnose(
         record["lint"] = {"error": describe_error(exc, "lint")}
     try:
         findings = record["lint"].get("findings", [])
-        named = ort_node(record["ort"]["message"])
+        named = refused_node(record["ort"]["message"])
         record["blame"] = timed("blame", lambda: blame_nodes(onnx_path, findings, named))
     except Exception as exc:  # noqa: BLE001
         record["blame_error"] = describe_error(exc, "blame")
     try:
         report = timed(
             "divergence",
-            lambda: divergence_report(module, tuple(inputs.values()), onnx_path, DEVICE, AMP_DTYPE),
+            lambda: divergence_report(module, tuple(inputs.values()), onnx_path, DEVICE, recipe.amp_dtype),
         )
         divergence = report.to_dict()
         divergence["divergences"] = divergence["divergences"][:DIVERGENCE_LIMIT]
         record["divergence"] = divergence
     except Exception as exc:  # noqa: BLE001
         record["divergence"] = {"error": describe_error(exc, "divergence")}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m where223.study.architecture_cell`: run one architecture and write its JSON record."""
-    parser = argparse.ArgumentParser(prog="python -m where223.study.architecture_cell", description=__doc__)
-    parser.add_argument("--model-type", required=True, help="a key of transformers' CONFIG_MAPPING")
-    parser.add_argument("--release", required=True, help="the transformers version the import must find")
-    parser.add_argument("--onnx", required=True, type=Path, help="where to write the exported model")
-    parser.add_argument("--out", required=True, type=Path, help="where to write the JSON record")
-    args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    record = run(args.model_type, args.release, args.onnx)
-    record["recorded_by"] = "cell"
-    record["recorded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    records.write_json(args.out, record)
-    print(f"{args.model_type}: {record['outcome']}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,32 +6,18 @@ ONNX Runtime refused (or the stage that failed). Many rows make a tall figure, n
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from matplotlib.patches import Patch, Rectangle
 
-from where223.figures import HEADING_SIZE, LABEL_SIZE, TEXT_SIZE, new_figure, save_figure
-from where223.graph.ort import OrtVerdict
-from where223.study.architecture_cell import CellOutcome
+from where223.figures import HEADING_SIZE, LABEL_SIZE, OUTCOME_COLOURS, TEXT_SIZE, new_figure, save_figure
+from where223.graph.ort import INVALID_TYPE
+from where223.outcomes import Outcome
 from where223.study.architectures import refused_operator
 
-OUTCOME_COLOURS: dict[str, str] = {
-    OrtVerdict.ACCEPTED: "#4daf4a",
-    OrtVerdict.WHERE_TYPE_ERROR: "#e41a1c",
-    OrtVerdict.TYPE_ERROR: "#ff7f00",
-    OrtVerdict.MISSING_KERNEL: "#fdd0a2",
-    OrtVerdict.OTHER_ERROR: "#c8a600",
-    CellOutcome.NOT_EXPORTED: "#9e9ac8",
-    CellOutcome.NOT_FED: "#d9d9d9",
-    CellOutcome.NOT_BUILT: "#bdbdbd",
-    CellOutcome.TIMEOUT: "#ffffff",
-    CellOutcome.CRASHED: "#ffffff",
-}
 DARK = frozenset({"#e41a1c"})
-_REFUSED_TYPE = re.compile(r"Type 'tensor\((?P<type>[^)]+)\)' of input parameter")
 ROW_INCHES = 0.19
 LABEL_CHARS = 34
 
@@ -44,9 +30,9 @@ def cell_label(record: dict[str, Any]) -> str:
         return f"{binding['op_type']} {types}"[:LABEL_CHARS]
     message = (record.get("ort") or {}).get("message") or ""
     operator = refused_operator(record)
-    if record.get("outcome") == OrtVerdict.MISSING_KERNEL and operator:
+    if record.get("outcome") == Outcome.MISSING_KERNEL and operator:
         return f"no kernel: {operator}"[:LABEL_CHARS]
-    refused_type = _REFUSED_TYPE.search(message)
+    refused_type = INVALID_TYPE.search(message)
     if operator and refused_type:  # a type outside the operator's allowed set
         return f"{operator}: no {refused_type['type']}"[:LABEL_CHARS]
     error = record.get("error") or {}

@@ -14,18 +14,17 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from where223.graph.ort import OrtVerdict
-from where223.study.matrix_cell import CellState
-
-ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : (?P<code>\w+) : ")
-LOAD_PREFIX = re.compile(r"^Load model from \S+ failed:\s*")
-# The innermost "(op_type:X, node name: Y): text" of onnxruntime's nested inference errors.
-INFERENCE = re.compile(r"\(op_type:(?P<op>\w+), node name: [^)]*\): (?:\[\w+\] )?")
-UNSUPPORTED = re.compile(r"unsupported type: tensor\((?P<type>\w+)\)")
-INVALID_TYPE = re.compile(
-    r"Type 'tensor\((?P<type>\w+)\)' of (?P<io>input|output) parameter \([^)]*\) of operator \((?P<op>\w+)\)"
+from where223.graph.ort import (
+    INFERENCE,
+    INVALID_TYPE,
+    NO_KERNEL,
+    ORT_PREFIX,
+    UNSUPPORTED,
+    first_message_line,
+    named_nodes,
 )
-NO_KERNEL = re.compile(r"Could not find an implementation for (?P<op>\w+\(\d+\)) node")
+from where223.outcomes import Outcome
+
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float": "fp32", "double": "fp64"}
 
 
@@ -42,30 +41,29 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def first_error_line(message: str) -> str:
-    """The first non-empty line of an error, without onnxruntime's `[ONNXRuntimeError] : n : CODE :`."""
-    line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
-    return LOAD_PREFIX.sub("", ORT_PREFIX.sub("", line))
+first_error_line = first_message_line  # one parser of ONNX Runtime's messages: where223.graph.ort
 
 
 def cell_label(cell: dict[str, Any], width: int = 22) -> str:
     """A two-line label of a cell's first error (empty for accepted cells)."""
     outcome = cell.get("outcome")
-    if outcome == OrtVerdict.ACCEPTED:
+    if outcome == Outcome.ACCEPTED:
         return "runs"
-    if outcome == OrtVerdict.WHERE_TYPE_ERROR:
+    if outcome == Outcome.WHERE_TYPE_ERROR:
         first, second = (_short_type(t) for t in cell["where_error"]["types"])
         return f"Where\n{first} vs {second}"
-    if outcome == CellState.NOT_RUN:
+    if outcome == Outcome.NOT_RUN:
         return "not run"
-    if outcome == CellState.NOT_APPLICABLE:
+    if outcome == Outcome.NOT_APPLICABLE:
         reason = cell.get("reason", "")
         if "no dynamo" in reason:
             return "n/a\nno dynamo exporter"
-        if "pip install" in reason:
-            return "n/a\nno install"
-        error = cell.get("error", {})
-        return "n/a\n" + _clip(error.get("type", "").rsplit(".", 1)[-1] or reason, width)
+        return "n/a\n" + _clip(reason, width)
+    if outcome == Outcome.NOT_BUILT:
+        error = cell.get("error") or {}
+        return "not built\n" + _clip(error.get("type", "").rsplit(".", 1)[-1] or cell.get("reason", ""), width)
+    if outcome in (Outcome.TIMEOUT, Outcome.CRASHED):
+        return f"{outcome}\n" + _clip((cell.get("error") or {}).get("stage", ""), width)
     error = cell.get("error", {})
     binding = error.get("type_binding")
     if binding:
@@ -128,8 +126,8 @@ def conclusions(matrix: dict[str, Any]) -> list[str]:
     lines.append(f"{len(matrix['cells'])} cells recorded ({counts}).")
     for exporter in matrix["axes"]["exporter"]:
         for outcome, verb in (
-            (OrtVerdict.WHERE_TYPE_ERROR, "fail with the Where type error"),
-            (OrtVerdict.ACCEPTED, "are accepted (exported, loaded and run)"),
+            (Outcome.WHERE_TYPE_ERROR, "fail with the Where type error"),
+            (Outcome.ACCEPTED, "are accepted (exported, loaded and run)"),
         ):
             stacks = by_outcome(matrix, exporter, outcome)
             where = "; ".join(f"torch {t} with transformers {r}" for t, r in stacks.items()) or "none"
@@ -137,7 +135,7 @@ def conclusions(matrix: dict[str, Any]) -> list[str]:
         bindings = {
             (c["where_error"]["node"], *c["where_error"]["types"])
             for c in matrix["cells"]
-            if c["exporter"] == exporter and c["outcome"] == OrtVerdict.WHERE_TYPE_ERROR
+            if c["exporter"] == exporter and c["outcome"] == Outcome.WHERE_TYPE_ERROR
         }
         for node, first, second in sorted(bindings):
             lines.append(f"[{exporter}] Where error seen at node {node}: {first} vs {second}.")
@@ -174,7 +172,7 @@ def missing_kernels(matrix: dict[str, Any]) -> list[str]:
         ops: dict[str, int] = defaultdict(int)
         for cell in matrix["cells"]:
             found = NO_KERNEL.search(cell.get("error", {}).get("message", ""))
-            if cell["exporter"] == exporter and cell["outcome"] == OrtVerdict.MISSING_KERNEL and found:
+            if cell["exporter"] == exporter and cell["outcome"] == Outcome.MISSING_KERNEL and found:
                 ops[found["op"]] += 1
         if ops:
             listed = ", ".join(f"{op} ({n} cells)" for op, n in sorted(ops.items()))
@@ -188,13 +186,13 @@ def replacements(matrix: dict[str, Any]) -> list[str]:
     for exporter in matrix["axes"]["exporter"]:
         cells = grid(matrix, exporter)
         failing_tf = sorted(
-            {tf for (tf, _), c in cells.items() if c["outcome"] == OrtVerdict.WHERE_TYPE_ERROR}, key=version_key
+            {tf for (tf, _), c in cells.items() if c["outcome"] == Outcome.WHERE_TYPE_ERROR}, key=version_key
         )
         if not failing_tf:
             continue
         instead: dict[str, set[str]] = defaultdict(set)
         for (tf, tv), cell in cells.items():
-            if tf in failing_tf and cell["outcome"] != OrtVerdict.WHERE_TYPE_ERROR:
+            if tf in failing_tf and cell["outcome"] != Outcome.WHERE_TYPE_ERROR:
                 instead[tv].add(cell_label(cell, width=80).replace("\n", " "))
         failing = _ranges(failing_tf, matrix["axes"]["transformers"])
         for tv in sorted(instead, key=version_key):
@@ -259,10 +257,9 @@ def notes_section(matrix: dict[str, Any]) -> str:
     """The quantitative part of outputs/matrix/NOTES.md, computed from the cells (between NOTES_BEGIN/END)."""
     cells = matrix["cells"]
     counts = dict(matrix["counts"])
-    outcomes = [*OrtVerdict, *CellState]
-    # every verdict a cell can get is counted, zero or not; a matrix cell that runs out of time is recorded as
-    # other_error (matrix_cell), so `timeout` is counted only where it occurs
-    always = [verdict for verdict in OrtVerdict if verdict != OrtVerdict.TIMEOUT]
+    outcomes = list(Outcome)
+    # ONNX Runtime's verdicts are counted, zero or not; every other outcome only where it occurs
+    always = [outcome for outcome in Outcome if outcome.judged]
     summary = ", ".join(f"{counts.get(str(o), 0)} {o}" for o in outcomes if counts.get(str(o)) or o in always)
     walls = sorted(c["wall_s"] for c in cells if c.get("wall_s") is not None)
     slowest = max((c for c in cells if c.get("wall_s") is not None), key=lambda c: c["wall_s"])
@@ -306,7 +303,6 @@ def update_notes(notes: str, matrix: dict[str, Any]) -> str:
 # ONNX node names: a scope path (`/model/transformer/h.0/attn/Where`) or an op type and a running number
 # (`Where_127`, `node_Gemm_216`). ONNX Runtime's messages quote them as `node (NAME)` or `with name 'NAME'`.
 NUMBERED_NAME = re.compile(r"^(?:node_)?(?P<op>[A-Z][A-Za-z]*)_(?P<number>\d+)$")
-QUOTED_NODE = re.compile(r"in node \((?P<paren>[^()]+)\)|with name '(?P<quoted>[^']+)'")
 PLAIN = "torchscript, plain export"  # the cells' second export: torch.onnx.export's defaults (`plain_export`)
 SEED_NODE = "Where_223"  # the node the seed's ONNX Runtime message names (GPT-2 trained under ORTModule)
 
@@ -315,8 +311,8 @@ def _named_nodes(cell: dict[str, Any]) -> list[tuple[str, str]]:
     """(export, node name) for every node a cell names: its graph's Where nodes, ONNX Runtime's messages, and
     the same for its plain export."""
     names = [(cell["exporter"], name) for name in cell.get("graph", {}).get("where_node_names", [])]
-    for match in QUOTED_NODE.finditer(cell.get("error", {}).get("message", "")):
-        names.append((cell["exporter"], match["paren"] or match["quoted"]))
+    for name in named_nodes(cell.get("error", {}).get("message", "")):
+        names.append((cell["exporter"], name))
     plain = cell.get("plain_export", {})
     names += [(PLAIN, name) for name in plain.get("where_node_names", [])]
     if plain.get("type_binding"):
@@ -367,6 +363,7 @@ def node_naming(matrix: dict[str, Any]) -> list[str]:
             parts.append(f"{export} with torch {', '.join(sorted(by_torch, key=version_key))} ({', '.join(examples)})")
         lines.append(f"Node names {kind} ({how}): " + "; ".join(parts) + ".")
     tf_axis = matrix["axes"]["transformers"]
+
     def order(item: tuple[tuple[str, str, Any, str], list[str]]) -> tuple[Any, ...]:
         (export, torch_version, _, _), versions = item
         return version_key(torch_version), export, min(version_key(v) for v in versions)

@@ -1,22 +1,19 @@
 """One cell of the version matrix, run inside one torch environment with one transformers side folder.
 
-Builds a tiny GPT-2 from `GPT2Config` (random weights, nothing downloaded), exports it to ONNX under
-`torch.autocast("cpu", torch.bfloat16)` with the TorchScript-based or the dynamo-based exporter, then
-loads and runs it with onnxruntime's CPU provider, and writes one JSON record with the outcome: ONNX
-Runtime's verdict (`where223.graph.ort.OrtVerdict`) or `not_applicable`.
+Builds a tiny GPT-2 from `GPT2Config` (random weights, nothing downloaded), exports it to ONNX under a precision
+recipe (`where223.sweep.recipes`; the matrix's is `torch.autocast("cpu", torch.bfloat16)`) with one of
+`where223.sweep.exporters`, then loads and runs it with onnxruntime's CPU provider, and returns one record with
+the outcome (`where223.outcomes.Outcome`): ONNX Runtime's verdict, or the stage that gave none.
 
 Imports only the stdlib, torch, transformers, onnx, onnxruntime, `where223.pipeline`, `where223.graph.ort`
 (standard library only) and (lazily, optional) `where223.graph.lint`, so it runs in any of the matrix
 environments, Python 3.10's among them (torch 1.12.1; hence `where223.enums.TextEnum`, not 3.11's StrEnum).
-That is why it is a worker entry point (`python -m`), not a `where223`
-command: the driver (`where223 matrix`) runs it with each torch environment's own interpreter, one subprocess
-per cell, where only this module's imports are installed.
+The sweep's cell entry point (`python -m where223.sweep.cell`, model `gpt2-tiny`) runs it with each stack's
+own interpreter, one subprocess per cell, where only these imports are installed.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import inspect
 import platform
 import sys
@@ -27,14 +24,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from where223.enums import TextEnum
 from where223.graph.ort import OrtJudgement, OrtVerdict, TypeBinding, judge, judge_message, load_session
-from where223.pipeline import records
+from where223.outcomes import Outcome, from_verdict
 from where223.pipeline.environment import package_versions
+from where223.sweep.exporters import EXPORTERS, NotApplicable, resolve_opset
+from where223.sweep.recipes import RECIPES, Recipe
 
 MESSAGE_LIMIT = 20_000
-OPSET = 17  # the TorchScript exporter's opset, as notebook 01's export; lower where a torch cannot export it
-OPSET_FOR_TORCH: dict[str, int] = {"1.12.1": 16}  # torch 1.12's exporter stops at opset 16
 PACKAGES = (
     "torch",
     "transformers",
@@ -56,20 +52,10 @@ TINY_CONFIG: dict[str, int] = {
 }
 
 
-class CellState(TextEnum):
-    """Outcomes of a cell that are not ONNX Runtime's verdict: it gave none."""
-
-    NOT_APPLICABLE = "not_applicable"  # the stack cannot be installed, imported or exported with
-    NOT_RUN = "not_run"  # not run yet (a deadline, an install that may pass on a retry)
-
-
-class NotApplicable(Exception):
-    """The cell cannot be run with these versions (the message says why)."""
-
-
 def stage(name: str) -> None:
     """Announce a stage on stderr, so the driver can tell where a crashed cell died."""
-    print(f"WHERE223_STAGE {name}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"WHERE223_STAGE {name}\n")
+    sys.stderr.flush()
 
 
 def binding_record(binding: TypeBinding, message: str) -> dict[str, Any]:
@@ -126,7 +112,12 @@ def record_failure(record: dict[str, Any], error: dict[str, Any]) -> None:
     """File a failed cell: its error, ONNX Runtime's verdict as the outcome, and the type binding named."""
     judgement = classify(error)
     record["error"] = error
-    record["outcome"] = judgement.verdict
+    record["outcome"] = from_verdict(judgement.verdict)
+    record["ort"] = {
+        "verdict": judgement.verdict,
+        "message": (judgement.message or "")[:MESSAGE_LIMIT] or None,
+        "type_binding": judgement.type_binding.to_dict() if judgement.type_binding else None,
+    }
     binding = judgement.type_binding
     if binding is not None and binding.is_where:
         record["where_error"] = binding_record(binding, judgement.message)
@@ -196,6 +187,17 @@ def _import_stack() -> tuple[Any, Any]:
     return torch, transformers
 
 
+def _export(
+    torch: Any, model: Any, ids: Any, path: Path, exporter: str, recipe: Recipe, opset: int | str, mode: str
+) -> dict[str, Any]:
+    """Export the tiny model with `exporter` under `recipe` (a whole-model recipe casts it first)."""
+    module, inputs = recipe.prepare(torch, model, {"input_ids": ids})
+    with recipe.context(torch):
+        return EXPORTERS[exporter](
+            torch, module, tuple(inputs.values()), path, opset=opset, mode=mode, input_names=list(inputs)
+        )
+
+
 def _tiny_model(torch: Any, transformers: Any) -> Any:
     """A deterministic tiny GPT-2 (random weights) that returns logits only, in training mode."""
 
@@ -214,58 +216,18 @@ def _tiny_model(torch: Any, transformers: Any) -> Any:
     return model
 
 
-def export_opset(torch_version: str) -> int:
-    """The opset the TorchScript exporter is asked for with this torch (`torch_version` as requested)."""
-    return OPSET_FOR_TORCH.get(torch_version, OPSET)
-
-
-def _torchscript_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
-    opset = export_opset(torch.__version__.split("+")[0])
-    kwargs: dict[str, Any] = {
-        "training": torch.onnx.TrainingMode.TRAINING,
-        "opset_version": opset,
-        "do_constant_folding": False,
-        "input_names": ["input_ids"],
-        "output_names": ["logits"],
-    }
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        torch.onnx.export(model, (ids,), str(path), **kwargs)
-    api = "torch.onnx.export(dynamo=False)" if "dynamo" in kwargs else "torch.onnx.export"
-    return {"api": api, "training": "TrainingMode.TRAINING", "opset_requested": opset}
-
-
-def _dynamo_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            torch.onnx.export(model, (ids,), str(path), dynamo=True, input_names=["input_ids"], output_names=["logits"])
-        api = "torch.onnx.export(dynamo=True)"
-    elif hasattr(torch.onnx, "dynamo_export"):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            program = torch.onnx.dynamo_export(model, ids)
-        program.save(str(path))
-        api = "torch.onnx.dynamo_export"
-    else:
-        raise NotApplicable(
-            f"torch {torch.__version__} has no dynamo-based ONNX exporter "
-            "(torch.onnx.dynamo_export arrived in torch 2.1)"
-        )
-    return {"api": api, "training": "model.train() (the dynamo exporters take no training flag)"}
-
-
-def plain_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]:
+def plain_export(torch: Any, model: Any, ids: Any, path: Path, recipe: Recipe) -> dict[str, Any]:
     """The TorchScript exporter with its defaults (eval mode, constant folding) at the cell's opset, under the
     same autocast, as a user's first `torch.onnx.export` call: the names of its Where nodes and ONNX Runtime's
     verdict. The names show how this exporter names nodes outside the training-mode export."""
-    opset = export_opset(torch.__version__.split("+")[0])
+    opset = resolve_opset(torch, "auto")
     kwargs: dict[str, Any] = {"opset_version": opset}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with recipe.context(torch):
                 torch.onnx.export(model, (ids,), str(path), **kwargs)
         judgement = judge(path)
     except Exception as exc:  # noqa: BLE001 - recorded; the cell's own outcome stands
@@ -283,13 +245,15 @@ def plain_export(torch: Any, model: Any, ids: Any, path: Path) -> dict[str, Any]
     return result
 
 
-EXPORTS: dict[str, Callable[[Any, Any, Any, Path], dict[str, Any]]] = {
-    "torchscript": _torchscript_export,
-    "dynamo": _dynamo_export,
-}
-
-
-def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_path: Path) -> dict[str, Any]:
+def run(
+    torch_requested: str,
+    transformers_requested: str,
+    exporter: str,
+    onnx_path: Path,
+    recipe: Recipe = RECIPES["cpu_bf16_autocast"],
+    opset: int | str = "auto",
+    mode: str = "train",
+) -> dict[str, Any]:
     """Run one cell and return its record (never raises for a failure of the stack under test)."""
     record: dict[str, Any] = {
         "cell": f"{torch_requested}-{transformers_requested}-{exporter}",
@@ -298,7 +262,7 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
         "exporter": exporter,
         "python": platform.python_version(),
         "versions": package_versions(PACKAGES),
-        "model": {"config": TINY_CONFIG, "input_shape": [2, 16], "autocast": "cpu/bfloat16"},
+        "model": {"config": TINY_CONFIG, "input_shape": [2, 16], "recipe": recipe.to_dict()},
         "recorded_by": "cell",
         "timings_s": {},
     }
@@ -318,7 +282,7 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
         record["transformers_path"] = str(Path(transformers.__file__).parent)
         model = timed("build", lambda: _tiny_model(torch, transformers))
     except Exception as exc:  # noqa: BLE001 - an incompatible stack is a result, not a crash
-        record["outcome"] = CellState.NOT_APPLICABLE
+        record["outcome"] = Outcome.NOT_BUILT
         record["error"] = describe_error(exc, "import/build")
         record["reason"] = (
             f"transformers {transformers_requested} cannot be imported or build GPT-2 with torch "
@@ -335,7 +299,9 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                record["export"] = timed("export", lambda: EXPORTS[exporter](torch, model, ids, onnx_path))
+                record["export"] = timed(
+                    "export", lambda: _export(torch, model, ids, onnx_path, exporter, recipe, opset, mode)
+                )
             finally:
                 record["export_warnings"] = warning_lines(caught)
         record["graph"] = graph_facts(onnx_path)
@@ -345,40 +311,24 @@ def run(torch_requested: str, transformers_requested: str, exporter: str, onnx_p
         feeds = {session.get_inputs()[0].name: ids.numpy()}
         outputs = timed("run", lambda: session.run(None, feeds))
         record["run"] = {"outputs": [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in outputs]}
-        record["outcome"] = OrtVerdict.ACCEPTED
+        record["outcome"] = Outcome.ACCEPTED
+        record["ort"] = {"verdict": OrtVerdict.ACCEPTED, "message": None, "type_binding": None}
     except NotApplicable as exc:
-        record["outcome"] = CellState.NOT_APPLICABLE
+        record["outcome"] = Outcome.NOT_APPLICABLE
         record["reason"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - every failure of export/load/run is the measurement
-        record_failure(record, describe_error(exc, current))
+        if current == "export":
+            record["outcome"] = Outcome.NOT_EXPORTED
+            record["error"] = describe_error(exc, current)
+        else:
+            record_failure(record, describe_error(exc, current))
     if onnx_path.is_file():
         if "graph" not in record:
             record["graph"] = graph_facts(onnx_path)
         # the whole lint report where the graph failed otherwise than with the Where error
-        full = record["outcome"] in (OrtVerdict.TYPE_ERROR, OrtVerdict.MISSING_KERNEL, OrtVerdict.OTHER_ERROR)
+        full = record["outcome"] in (Outcome.TYPE_ERROR, Outcome.MISSING_KERNEL, Outcome.OTHER_ERROR)
         record["lint"] = timed("lint", lambda: lint_report(onnx_path, full))
-    if exporter == "torchscript" and record["outcome"] != CellState.NOT_APPLICABLE:
+    if exporter == "torchscript" and record["outcome"] not in (Outcome.NOT_APPLICABLE, Outcome.NOT_EXPORTED):
         plain = onnx_path.with_name("plain.onnx")
-        record["plain_export"] = timed("plain_export", lambda: plain_export(torch, model, ids, plain))
+        record["plain_export"] = timed("plain_export", lambda: plain_export(torch, model, ids, plain, recipe))
     return record
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m where223.study.matrix_cell`: run one cell and write its JSON record."""
-    p = argparse.ArgumentParser(prog="python -m where223.study.matrix_cell", description=__doc__)
-    p.add_argument("--torch", required=True, help="the torch version this environment should have")
-    p.add_argument("--transformers", required=True, help="the transformers version on PYTHONPATH")
-    p.add_argument("--exporter", required=True, choices=sorted(EXPORTS))
-    p.add_argument("--onnx", required=True, type=Path, help="where to write the exported model")
-    p.add_argument("--out", required=True, type=Path, help="where to write the JSON record")
-    args = p.parse_args(argv)
-    args.onnx.parent.mkdir(parents=True, exist_ok=True)
-    record = run(args.torch, args.transformers, args.exporter, args.onnx)
-    record["recorded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    records.write_json(args.out, record)
-    print(f"{record['cell']}: {record['outcome']}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,19 +14,12 @@ from typing import Any
 
 from matplotlib.patches import Patch, Rectangle
 
-from where223.figures import HEADING_SIZE, LABEL_SIZE, TEXT_SIZE, new_figure, save_figure
-from where223.graph.ort import OrtVerdict
+from where223.figures import HEADING_SIZE, LABEL_SIZE, OUTCOME_COLOURS, TEXT_SIZE, new_figure, save_figure
+from where223.outcomes import Outcome
 from where223.study.matrix_analysis import cell_label, grid
-from where223.study.matrix_cell import CellState
 
-OUTCOME_COLOURS: dict[str, str] = {
-    OrtVerdict.ACCEPTED: "#4daf4a",
-    OrtVerdict.WHERE_TYPE_ERROR: "#e41a1c",
-    CellState.NOT_APPLICABLE: "#bdbdbd",
-    CellState.NOT_RUN: "#ffffff",
-}
 # The other refusals are told apart by shade of orange, one per distinct label (in order of first appearance).
-SHADED_OUTCOMES: tuple[str, ...] = (OrtVerdict.TYPE_ERROR, OrtVerdict.MISSING_KERNEL, OrtVerdict.OTHER_ERROR)
+SHADED_OUTCOMES: tuple[str, ...] = (Outcome.TYPE_ERROR, Outcome.MISSING_KERNEL, Outcome.OTHER_ERROR)
 ERROR_SHADES: tuple[str, ...] = ("#ff9f40", "#fdd0a2", "#c8a600", "#fdae6b", "#8c510a", "#feedde")
 DARK_SHADES = frozenset({"#8c510a", "#e41a1c"})
 CELL_CHARS = 17  # the widest line of a cell's label that fits its cell at LABEL_SIZE
@@ -41,9 +34,9 @@ def colours(matrix: dict[str, Any]) -> dict[str, str]:
     """Legend label -> colour: one per outcome present, one shade per distinct label of the other refusals."""
     present = {c["outcome"] for c in matrix["cells"]}
     shaded = dict.fromkeys(_shade_key(c) for c in matrix["cells"] if c["outcome"] in SHADED_OUTCOMES)
-    legend = {o: OUTCOME_COLOURS[o] for o in (OrtVerdict.ACCEPTED, OrtVerdict.WHERE_TYPE_ERROR) if o in present}
+    legend = {o: OUTCOME_COLOURS[o] for o in (Outcome.ACCEPTED, Outcome.WHERE_TYPE_ERROR) if o in present}
     legend.update({key: ERROR_SHADES[i % len(ERROR_SHADES)] for i, key in enumerate(shaded)})
-    legend.update({o: OUTCOME_COLOURS[o] for o in CellState if o in present})
+    legend.update({o: OUTCOME_COLOURS[o] for o in Outcome if not o.judged and o in present})
     return legend
 
 
@@ -69,7 +62,7 @@ def draw(matrix: dict[str, Any], out_stem: Path) -> list[Path]:
         cells = grid(matrix, exporter)
         for row, tf in enumerate(tf_axis):
             for col, tv in enumerate(torch_axis):
-                cell = cells.get((tf, tv), {"outcome": CellState.NOT_RUN})
+                cell = cells.get((tf, tv), {"outcome": Outcome.NOT_RUN})
                 colour = cell_colour(cell, legend)
                 ax.add_patch(Rectangle((col, row), 1, 1, facecolor=colour, edgecolor="#555555", lw=0.6))
                 text_colour = "white" if colour in DARK_SHADES else "black"

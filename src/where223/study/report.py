@@ -380,8 +380,9 @@ def matrix(report: Report) -> None:
         "",
         *[f"- {line}" for line in matrix_analysis.node_naming(data)],
         "",
-        "Data: [`matrix/matrix.json`](matrix/matrix.json) and one JSON per cell under `matrix/cells/`; "
-        "notes in [`matrix/NOTES.md`](matrix/NOTES.md).",
+        "Data: [`matrix/matrix.json`](matrix/matrix.json) and one JSON per cell under `matrix/cells/`, each cell "
+        "run by the sweep engine in its own locked stack (`make sweep`, `spaces/matrix.yaml`); notes in "
+        "[`matrix/NOTES.md`](matrix/NOTES.md).",
         "",
     )
     report.figure("matrix/heatmap", "Outcome of every transformers × torch × exporter cell", "05_matrix")
@@ -455,7 +456,7 @@ def architectures(report: Report) -> None:
         + ".",
         "",
         "Data: [`architectures/summary.json`](architectures/summary.json) and one JSON per architecture and release "
-        "under `architectures/<release>/`; `make architectures` rebuilds them.",
+        "under `architectures/<release>/`; `make sweep` rebuilds them (`spaces/architectures.yaml`).",
         "",
     ] if len(releases) > 1 else ["", "Data: [`architectures/summary.json`](architectures/summary.json).", ""]
     report.add(*lines)

@@ -1,0 +1,99 @@
+"""`python -m where223.sweep.cell --cell KEY --stack FACTS --onnx F --out F.json`: run one cell in its stack.
+
+A worker entry point, not a `where223` command: the cell runs in its stack's own interpreter, which need not
+hold the project's environment (started by `where223.sweep.worker`). It runs the cell's
+model with its recipe, exporter, opset and mode, and writes one record: the cell's `key`, its stack's facts and
+what the model's runner found. `gpt2-tiny` is the version matrix's tiny GPT-2 (`where223.study.matrix_cell`); a
+`control-*` model is one of the engine's controls (`where223.sweep.controls`); any other model is a transformers
+model type (`where223.study.architecture_cell`). Imports only the standard library at module level, so it starts
+in every stack, Python 3.10's among them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from where223.pipeline import records
+from where223.sweep import controls
+from where223.sweep.worker import WORKER_PID, now
+
+GPT2 = "gpt2-tiny"
+
+
+def _pin_threads() -> None:
+    threads = int(os.environ.get("WHERE223_CELL_THREADS", "0") or 0)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def run(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dict[str, Any]:
+    """The record of cell `key` run in this interpreter (`stack`: its facts, torch and transformers versions)."""
+    model = key["model"]
+    if model.startswith(controls.PREFIX):
+        return controls.run(model)
+    from where223.sweep.recipes import RECIPES
+
+    _pin_threads()
+    recipe = RECIPES[key["recipe"]]
+    if model == GPT2:
+        from where223.study import matrix_cell
+
+        return matrix_cell.run(
+            stack["torch"], stack["transformers"], key["exporter"], onnx_path, recipe, key["opset"], key["mode"]
+        )
+    import warnings
+
+    from where223.study import architecture_cell
+
+    warnings.filterwarnings("ignore")  # the export's warnings are recorded by architecture_cell, not printed
+    return architecture_cell.run(
+        model, stack["transformers"], onnx_path, recipe, key["exporter"], key["opset"], key["mode"]
+    )
+
+
+def _exit_with_parent(interval_s: float = 1.0) -> None:
+    """End this process when its parent (the worker that enforces its time limit) dies: an orphaned cell would
+    otherwise run unbounded. The parent is the process the worker named (it may be gone before this looks)."""
+    parent = int(os.environ.get(WORKER_PID) or os.getppid())
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="where223-parent-watch", daemon=True).start()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one cell and write its record."""
+    parser = argparse.ArgumentParser(prog="python -m where223.sweep.cell", description=main.__doc__)
+    parser.add_argument("--cell", required=True, help="the cell's key as JSON")
+    parser.add_argument("--stack", default="{}", help="the stack's facts as JSON (torch and transformers versions)")
+    parser.add_argument("--onnx", required=True, type=Path, help="where to write the exported model")
+    parser.add_argument("--out", required=True, type=Path, help="where to write the record")
+    args = parser.parse_args(argv)
+    _exit_with_parent()
+    key, stack = json.loads(args.cell), json.loads(args.stack)
+    args.onnx.parent.mkdir(parents=True, exist_ok=True)
+    record = run(key, stack, args.onnx)
+    torch = sys.modules.get("torch")
+    record.update({"key": key, "stack": stack, "recorded_by": "cell", "recorded_at": now()})
+    if torch is not None:
+        record["threads"] = {"torch": torch.get_num_threads(), "omp": os.environ.get("OMP_NUM_THREADS")}
+    records.write_json(args.out, record)
+    print(f"{key['model']}: {record['outcome']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,236 @@
+"""The sweep driver: every cell of a space as a task of `dask.distributed`, its record written as it arrives.
+
+By default a `LocalCluster` of single-threaded worker processes, one per core; `scheduler="tcp://HOST:8786"`
+uses any running Dask cluster instead (README: a cluster over SSH). Each task (`execute`, on a worker) prepares
+the cell's stack on first use (`where223.sweep.stacks.prepare`, under a lock shared by the host's workers,
+outside the cell's time limit), then runs the cell in a subprocess of the stack's interpreter
+(`where223.sweep.worker`). The client writes each record into the outputs tree as it arrives, under the tree's
+lock (`where223.pipeline.publish.write_record`): records travel back from remote workers, which need the same
+checkout but no shared disk.
+
+A worker that dies loses only its running cell: the local cluster lets the scheduler reschedule nothing
+(`allowed-failures` 0, no task queued on a worker beyond its one thread), and the driver submits that cell once
+more, then records it `crashed`. Resuming skips every cell whose record is there with the cell's key and a final
+outcome (`where223.sweep.space.is_done`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import socket
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from where223.errors import UsageError
+from where223.outcomes import Outcome
+from where223.pipeline import paths, publish
+from where223.sweep import stacks as stack_tools
+from where223.sweep import worker
+from where223.sweep.space import Cell, Space, is_done
+
+WORK: Path = paths.CACHE / "sweep" / "work"
+# What the local cluster's scheduler is told; a cluster of your own should be started with the same
+# (DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0 DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION=1.0).
+SCHEDULER_CONFIG: dict[str, Any] = {
+    "distributed.scheduler.allowed-failures": 0,
+    "distributed.scheduler.worker-saturation": 1.0,
+}
+CONNECT_TIMEOUT_S = 10
+ATTEMPTS = 2  # a cell whose worker died is submitted once more, then recorded `crashed`
+ENGINE_FAILURES = frozenset({Outcome.TIMEOUT, Outcome.CRASHED, Outcome.NOT_RUN})
+
+
+def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int = 1) -> dict[str, Any]:
+    """One cell on a worker: prepare its stack (outside the time limit), run it, return its record."""
+    stack = stack_tools.load_stacks().stack(str(key["stack"]))
+    facts = stack_tools.describe(stack)
+    start = time.monotonic()
+    prepared = stack_tools.prepare(stack)
+    prepare_s = round(time.monotonic() - start, 1)
+    if prepared.python is None:
+        error = {"stage": "stack", "type": "StackBuildError", "message": prepared.error}
+        record = worker.ended_record(key, Outcome.NOT_BUILT, error)
+        record["reason"] = prepared.error
+    else:
+        work = WORK / space / Cell(**key).ident()
+        shutil.rmtree(work, ignore_errors=True)
+        source = paths.ROOT / "src"
+        record = worker.run_cell(
+            key, prepared.python, source, work, timeout_s, path=prepared.path, stack=facts, threads=threads
+        )
+    record.setdefault("stack", facts)
+    record["engine"] = {"host": socket.gethostname(), "prepare_s": prepare_s, "threads": threads}
+    return record
+
+
+@dataclass
+class Progress:
+    """One status line on the terminal (rewritten in place on a tty, one line per cell elsewhere)."""
+
+    total: int
+    skipped: int = 0
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
+    done: int = 0
+    failed: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self) -> str:
+        """done / failed / left, rate and time left."""
+        left = self.total - self.done
+        minutes = (time.monotonic() - self.started) / 60
+        rate = self.done / minutes if minutes > 0 and self.done else 0.0
+        eta = f"~{left / rate:.0f} min left" if rate else "time left unknown"
+        width = 24
+        filled = int(width * self.done / self.total) if self.total else width
+        bar = "#" * filled + "." * (width - filled)
+        return (
+            f"[{bar}] {self.done} done ({self.failed} failed), {left} left of {self.total} "
+            f"({self.skipped} already recorded) | {rate:.1f} cells/min, {eta}"
+        )
+
+    def show(self, note: str = "") -> None:
+        """Print the status (and a note of the last cell) on the stream."""
+        text = self.line() + (f" | {note}" if note else "")
+        if self.stream.isatty():
+            self.stream.write("\r\x1b[2K" + text[: shutil.get_terminal_size().columns - 1])
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Count one recorded cell."""
+        self.done += 1
+        self.failed += record.get("outcome") in ENGINE_FAILURES or record.get("recorded_by") == "worker"
+
+    def close(self) -> None:
+        """End the status line."""
+        if self.stream.isatty():
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def dashboard_installed() -> bool:
+    """True when Dask's dashboard can be served (bokeh importable)."""
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def connect(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
+    """A Dask client: of a new LocalCluster (`workers` single-threaded processes, default one per core), or of the
+    cluster at `scheduler`; UsageError (one line) when it cannot be reached."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            return Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
+        except (OSError, TimeoutError, ValueError) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise UsageError(f"cannot reach the Dask scheduler {scheduler}: {first}") from None
+    with dask.config.set(SCHEDULER_CONFIG):
+        cluster = LocalCluster(
+            n_workers=workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0" if dashboard_installed() else None,
+            silence_logs=40,
+        )
+    return Client(cluster, set_as_default=False), cluster
+
+
+def _identity(space: Space, cell: Cell, identity: Mapping[str, str]) -> dict[str, Any]:
+    fields = {**space.stacks[cell.stack].attributes(), **cell.key()}
+    return {name: template.format(**fields) for name, template in identity.items()}
+
+
+def run(
+    space: Space,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    force: bool = False,
+    output_root: Path = paths.OUTPUTS,
+    identity: Mapping[str, str] | None = None,
+    stream: TextIO | None = None,
+    say: Callable[[str], None] = lambda line: None,
+) -> Counter[str]:
+    """Run every cell of `space` not yet recorded (all with `force`); the outcome counts of the cells run.
+
+    `identity` names fields every record gets from its cell (formatted like the space's record path), so a record
+    the engine writes (not_built, timeout, crashed) is found by the study's readers like the cells' own.
+    """
+    from distributed import as_completed
+
+    todo = [c for c in space.cells if force or not is_done(space.record_path(c, output_root), c)]
+    progress = Progress(len(space.cells), len(space.cells) - len(todo), stream or sys.stderr)
+    progress.done = progress.skipped
+    counts: Counter[str] = Counter()
+    if not todo:
+        say(f"{space.name}: all {len(space.cells)} cells already recorded")
+        return counts
+    client, cluster = connect(scheduler, workers)
+    try:
+        if client.dashboard_link and (cluster is None or dashboard_installed()):
+            say(f"Dask dashboard: {client.dashboard_link}")
+        futures: dict[Any, tuple[Cell, int]] = {}
+
+        def submit(cell: Cell, attempt: int) -> Any:
+            future = client.submit(
+                execute, cell.key(), space.name, space.timeout_s, key=f"{space.name}-{cell.ident()}-{attempt}",
+                pure=False, retries=0,
+            )  # fmt: skip
+            futures[future] = (cell, attempt)
+            return future
+
+        pending = as_completed([submit(cell, 1) for cell in todo], loop=client.loop)
+        for future in pending:
+            cell, attempt = futures.pop(future)
+            record = _result(future, cell, attempt)
+            if record is None:  # its worker died: once more
+                pending.add(submit(cell, attempt + 1))
+                continue
+            for name, value in _identity(space, cell, space.identity if identity is None else identity).items():
+                record.setdefault(name, value)
+            publish.write_record(space.record_path(cell, output_root), record, output_root)
+            counts[str(record["outcome"])] += 1
+            progress.add(record)
+            progress.show(f"{cell.stack} {cell.model} {cell.exporter}: {record['outcome']}")
+    finally:
+        progress.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return counts
+
+
+def _result(future: Any, cell: Cell, attempt: int) -> dict[str, Any] | None:
+    """The task's record; None when its worker died and it may run once more; `crashed` after the last attempt."""
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker as error:
+        if attempt < ATTEMPTS:
+            return None
+        message = f"the Dask worker running this cell died in each of {attempt} attempts: {error}"
+        return worker.ended_record(cell.key(), Outcome.CRASHED, {"stage": "worker", "type": "KilledWorker",
+                                                                  "message": message})  # fmt: skip
+    except Exception as error:  # noqa: BLE001 - a task that raised is this cell's failure, not the sweep's
+        message = f"{type(error).__name__}: {error}"
+        return worker.ended_record(cell.key(), Outcome.CRASHED, {"stage": "task", "type": type(error).__name__,
+                                                                  "message": message[:2000]})  # fmt: skip
+
+
+def rate(cells: int, seconds: float) -> float:
+    """Cells per minute."""
+    return cells / (seconds / 60) if seconds > 0 else math.inf

@@ -1,0 +1,184 @@
+"""A sweep's space: the cells of one study, read from a committed YAML file (`spaces/<study>.yaml`).
+
+A cell is (stack, model, precision recipe, exporter, opset, mode); a space is the product of one list of each,
+where `stacks` is a list of stack names or {environments: [...], transformers: [...]} for their product, and
+`models` a list or `@FILE` (one name per line). Every name is checked before anything runs (`load_space` raises
+UsageError, one line): stacks against `spaces/stacks.yaml`, recipes and exporters against their open registries,
+models against the tiny GPT-2, the engine's controls and the committed model types. `records` is the record path
+under the outputs tree, formatted from the cell's fields and its stack's `torch` and `transformers` versions.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from where223.errors import UsageError
+from where223.outcomes import Outcome
+from where223.pipeline import paths
+from where223.sweep import controls
+from where223.sweep.exporters import EXPORTERS, MODES
+from where223.sweep.recipes import RECIPES
+from where223.sweep.record import KEY_FIELDS
+from where223.sweep.stacks import Stack, Stacks, load_stacks
+
+SPACES: Path = paths.ROOT / "spaces"
+GPT2 = "gpt2-tiny"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a sweep; `key()` is what its record carries and what resuming matches."""
+
+    stack: str
+    model: str
+    recipe: str
+    exporter: str
+    opset: int | str
+    mode: str
+
+    def key(self) -> dict[str, Any]:
+        """The cell's identity as a record carries it."""
+        return asdict(self)
+
+    def ident(self) -> str:
+        """A short stable name of the cell (task keys, work folders)."""
+        digest = hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()[:10]
+        return f"{self.model}-{digest}"
+
+
+def known_models() -> frozenset[str]:
+    """Every model a space may name: the tiny GPT-2, the engine's controls, and the committed model types."""
+    names = {GPT2, *controls.CONTROLS}
+    for listed in SPACES.glob("model_types-*.txt"):
+        names.update(_listed(listed))
+    return frozenset(names)
+
+
+def _listed(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+@dataclass
+class Space:
+    """The cells of one study and where their records go."""
+
+    name: str
+    study: str
+    records: str
+    timeout_s: float
+    cells: list[Cell]
+    stacks: dict[str, Stack] = field(repr=False, default_factory=dict)
+    description: str = ""
+    identity: dict[str, str] = field(default_factory=dict)  # fields every record gets, formatted from its cell
+
+    def record_path(self, cell: Cell, output_root: Path = paths.OUTPUTS) -> Path:
+        """Where the record of `cell` lies under `output_root`."""
+        fields = {**self.stacks[cell.stack].attributes(), **cell.key()}
+        relative = Path(self.records.format(**fields))
+        if relative.is_absolute() or ".." in relative.parts:
+            raise UsageError(f"space {self.name}: record path {relative} leaves the outputs tree")
+        return Path(output_root) / relative
+
+    def select(self, patterns: dict[str, Sequence[str]]) -> Space:
+        """The space restricted to cells whose fields match any of the glob patterns given per field."""
+
+        def keep(cell: Cell) -> bool:
+            values = cell.key()
+            return all(
+                any(fnmatch.fnmatchcase(str(values[f]), p) for p in pats) for f, pats in patterns.items() if pats
+            )
+
+        chosen = [cell for cell in self.cells if keep(cell)]
+        if not chosen:
+            raise UsageError(f"space {self.name}: no cell matches {json.dumps(patterns)}")
+        return Space(
+            self.name, self.study, self.records, self.timeout_s, chosen, self.stacks, self.description, self.identity
+        )
+
+
+def _names(value: Any, what: str, path: Path) -> list[str]:
+    if isinstance(value, str) and value.startswith("@"):
+        return _listed(paths.ROOT / value[1:])
+    if isinstance(value, (str, int)):
+        return [str(value)]
+    if isinstance(value, list) and value:
+        return [str(item) for item in value]
+    raise UsageError(f"space {path}: `{what}` must be a name, a list of names or @FILE")
+
+
+def _stack_names(value: Any, path: Path) -> list[str]:
+    if isinstance(value, dict):
+        envs = _names(value.get("environments"), "stacks.environments", path)
+        releases = value.get("transformers")
+        if not releases:
+            return envs
+        return [f"{env}+transformers-{release}" for env in envs for release in _names(releases, "stacks", path)]
+    return _names(value, "stacks", path)
+
+
+def _unknown(what: str, names: Sequence[str], known: Sequence[str] | frozenset[str]) -> None:
+    missing = [name for name in names if name not in known]
+    if missing:
+        shown = ", ".join(sorted(known)) if len(known) < 20 else f"{len(known)} known"
+        raise UsageError(f"unknown {what} {', '.join(map(repr, missing))} ({shown})")
+
+
+def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
+    """Read and check a space file; UsageError (one line) for a missing file or any unknown name."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise UsageError(f"cannot read the space {path}: {type(error).__name__}: {error}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"space {path}: not a mapping of study, records, stacks, models, ...")
+    try:
+        study, records = str(data["study"]), str(data["records"])
+        timeout_s = float(data.get("timeout_s", 600))
+        axes = {
+            "stack": _stack_names(data["stacks"], path),
+            "model": _names(data["models"], "models", path),
+            "recipe": _names(data["recipes"], "recipes", path),
+            "exporter": _names(data["exporters"], "exporters", path),
+            "opset": [o if o == "auto" else int(o) for o in _names(data.get("opsets", "auto"), "opsets", path)],
+            "mode": _names(data.get("modes", "train"), "modes", path),
+        }
+    except (KeyError, TypeError, ValueError) as error:
+        raise UsageError(f"space {path}: missing or malformed {error}") from None
+    stacks = stacks or load_stacks()
+    resolved = {name: stacks.stack(name) for name in axes["stack"]}
+    _unknown("model", axes["model"], known_models())
+    _unknown("recipe", axes["recipe"], frozenset(RECIPES))
+    _unknown("exporter", axes["exporter"], frozenset(EXPORTERS))
+    _unknown("mode", axes["mode"], frozenset(MODES))
+    cells = [Cell(*values) for values in itertools.product(*(axes[f] for f in KEY_FIELDS))]
+    identity = {str(k): str(v) for k, v in (data.get("identity") or {}).items()}
+    space = Space(path.stem, study, records, timeout_s, cells, resolved, str(data.get("description", "")), identity)
+    paths_seen: dict[Path, Cell] = {}
+    for cell in cells:
+        target = space.record_path(cell)
+        if target in paths_seen:
+            raise UsageError(f"space {path}: cells {paths_seen[target].key()} and {cell.key()} share {target}")
+        paths_seen[target] = cell
+    return space
+
+
+def is_done(record_path: Path, cell: Cell) -> bool:
+    """True when the cell's record is there, carries the cell's key and a final outcome (resuming skips it)."""
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        return record.get("key") == cell.key() and Outcome(record.get("outcome")).final
+    except ValueError:
+        return False

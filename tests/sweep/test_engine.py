@@ -1,0 +1,166 @@
+"""The engine end to end on a real Dask cluster: `dask scheduler` and two `dask worker` processes on 127.0.0.1,
+driven through `where223 sweep --scheduler`, with a cell that runs, one that times out, one that kills its
+worker, and cells whose stack fails to build; then resuming, and the local cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from where223.pipeline.paths import ROOT
+
+BIN = Path(sys.executable).parent
+CELL_KEY = {"recipe": "cpu_bf16_autocast", "exporter": "torchscript", "opset": "auto", "mode": "train"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def write_stacks(tmp_path: Path) -> Path:
+    """The project's stack and one whose lock pins a package no index has (its build fails)."""
+    lock = tmp_path / "broken.txt"
+    lock.write_text("where223-no-such-package==0.0.1\n")
+    stacks = tmp_path / "stacks.yaml"
+    stacks.write_text(
+        "environments:\n"
+        "  project: {python: '3.11', lock: requirements.lock}\n"
+        f"  broken: {{python: '3.11', lock: {lock}}}\n"
+        "transformers: [4.26.0]\n"
+    )
+    return stacks
+
+
+def write_space(tmp_path: Path, models: str, stacks: str = "[project]", timeout_s: int = 60) -> Path:
+    space = tmp_path / f"space-{len(list(tmp_path.glob('space-*')))}.yaml"
+    space.write_text(
+        "study: engine-test\nrecords: 'engine/{stack}/{model}.json'\n"
+        f"timeout_s: {timeout_s}\nstacks: {stacks}\nmodels: {models}\n"
+        "recipes: [cpu_bf16_autocast]\nexporters: [torchscript]\n"
+    )
+    return space
+
+
+def sweep(*arguments: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "where223", "sweep", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A scheduler and two single-threaded workers (each under a nanny), configured as README says."""
+    env = {
+        **os.environ,
+        "WHERE223_STACKS": str(write_stacks(tmp_path)),
+        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+        "DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION": "1.0",
+    }
+    address = f"tcp://127.0.0.1:{free_port()}"
+    logs = tmp_path / "dask-logs"
+    logs.mkdir()
+    scheduler = subprocess.Popen(
+        [BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
+        env=env, stdout=subprocess.DEVNULL, stderr=(logs / "scheduler.log").open("w"),
+    )  # fmt: skip
+    workers = [
+        subprocess.Popen(
+            [BIN / "dask", "worker", address, "--nthreads", "1", "--no-dashboard", "--name", f"w{index}"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(logs / f"worker-{index}.log").open("w"),
+        )  # fmt: skip
+        for index in range(2)
+    ]
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address, env
+    finally:
+        for process in [*workers, scheduler]:
+            process.terminate()
+        for process in [*workers, scheduler]:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def records(outputs: Path) -> dict[str, dict]:
+    return {p.relative_to(outputs).as_posix(): json.loads(p.read_text()) for p in sorted(outputs.rglob("*.json"))}
+
+
+@pytest.mark.slow
+def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
+    address, env = cluster
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    space = write_space(tmp_path, "[gpt2-tiny, control-sleep, control-kill-worker]", "[project, broken]", 40)
+    done = sweep("--space", str(space), "--scheduler", address, "--outputs", str(outputs), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = records(outputs)
+    assert set(found) == {f"engine/{s}/{m}.json" for s in ("project", "broken")
+                          for m in ("gpt2-tiny", "control-sleep", "control-kill-worker")}  # fmt: skip
+    passed = found["engine/project/gpt2-tiny.json"]
+    assert passed["outcome"] == "where_type_error" and passed["recorded_by"] == "cell"  # ran, judged by ORT
+    assert passed["key"] == {"stack": "project", "model": "gpt2-tiny", **CELL_KEY}
+    assert passed["threads"] == {"torch": 1, "omp": "1"}
+    slept = found["engine/project/control-sleep.json"]
+    assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker" and 40 <= slept["wall_s"] < 60
+    killed = found["engine/project/control-kill-worker.json"]
+    assert killed["outcome"] == "crashed" and killed["error"]["type"] == "KilledWorker"
+    assert "in each of 2 attempts" in killed["error"]["message"]  # retried once, then recorded
+    for model in ("gpt2-tiny", "control-sleep", "control-kill-worker"):
+        broken = found[f"engine/broken/{model}.json"]
+        assert broken["outcome"] == "not_built" and broken["error"]["stage"] == "stack"
+        assert "where223-no-such-package" in broken["reason"] and "\n" not in broken["reason"]
+    # a rerun resumes: every cell is recorded with its key, so nothing runs (the cluster is not even asked)
+    again = sweep("--space", str(space), "--scheduler", address, "--outputs", str(outputs), env=env)
+    assert again.returncode == 0 and "all 6 cells already recorded" in again.stdout
+
+
+@pytest.mark.slow
+def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(tmp_path):
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    env = {**os.environ, "WHERE223_STACKS": str(write_stacks(tmp_path))}
+    space = write_space(tmp_path, "[control-exit, control-sleep]", timeout_s=5)
+    first = sweep("--space", str(space), "--workers", "2", "--outputs", str(outputs), env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "ran 2 cells" in first.stdout
+    exited = outputs / "engine/project/control-exit.json"
+    assert json.loads(exited.read_text())["outcome"] == "crashed"
+    assert "exit status 3" in json.loads(exited.read_text())["error"]["message"]
+    slept = outputs / "engine/project/control-sleep.json"
+    foreign = {**json.loads(slept.read_text()), "key": {**json.loads(slept.read_text())["key"], "opset": 18}}
+    slept.write_text(json.dumps(foreign))  # another cell's record at this path: not this cell's
+    before = exited.stat().st_mtime_ns
+    second = sweep("--space", str(space), "--workers", "1", "--outputs", str(outputs), env=env)
+    assert second.returncode == 0 and "ran 1 cells" in second.stdout, second.stdout
+    assert exited.stat().st_mtime_ns == before and json.loads(slept.read_text())["key"]["opset"] == "auto"
+    forced = sweep("--space", str(space), "--workers", "1", "--model", "control-exit", "--force", "--outputs",
+                   str(outputs), env=env)  # fmt: skip
+    assert forced.returncode == 0 and "ran 1 cells" in forced.stdout and exited.stat().st_mtime_ns != before
+
+
+def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(tmp_path):
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    env = {**os.environ, "WHERE223_STACKS": str(write_stacks(tmp_path))}
+    space = write_space(tmp_path, "[control-exit]")
+    start = time.monotonic()
+    done = sweep("--space", str(space), "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--outputs", str(outputs),
+                 env=env)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot reach the Dask scheduler" in done.stderr
+    assert list(outputs.iterdir()) == [] and time.monotonic() - start < 60

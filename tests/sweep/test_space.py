@@ -1,0 +1,90 @@
+"""Spaces: the committed ones expand to the studies' cells; every unknown name is one UsageError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from where223.errors import UsageError
+from where223.pipeline.paths import OUTPUTS, ROOT
+from where223.sweep.space import Cell, is_done, load_space
+
+BASE = {
+    "study": "t", "records": "'t/{stack}/{model}-{exporter}.json'", "stacks": "[project]", "models": "[gpt2-tiny]",
+    "recipes": "[cpu_bf16_autocast]", "exporters": "[torchscript]",
+}  # fmt: skip
+
+
+def space_file(tmp_path: Path, **fields: str) -> Path:
+    path = tmp_path / "space.yaml"
+    path.write_text("".join(f"{k}: {v}\n" for k, v in {**BASE, **fields}.items()))
+    return path
+
+
+def test_the_committed_spaces_are_the_matrix_and_the_architecture_sweep():
+    matrix = load_space(ROOT / "spaces" / "matrix.yaml")
+    assert len(matrix.cells) == 144 and len(matrix.stacks) == 72
+    assert matrix.record_path(Cell("torch-2.1.2+transformers-4.25.1", "gpt2-tiny", "cpu_bf16_autocast", "dynamo",
+                                   "auto", "train")) == OUTPUTS / "matrix/cells/2.1.2-4.25.1-dynamo.json"  # fmt: skip
+    architectures = load_space(ROOT / "spaces" / "architectures.yaml")
+    assert len(architectures.cells) == 286 and set(architectures.stacks) == {"project", "project+transformers-4.26.0"}
+    committed = {p for p in (OUTPUTS / "architectures").glob("*/*.json")}
+    assert {architectures.record_path(c) for c in architectures.cells} == committed
+
+
+def test_the_model_types_listed_are_the_installed_transformers_mappings():
+    from where223.study.architectures import MODEL_TYPES, model_types
+
+    listed = [line for line in MODEL_TYPES.read_text().splitlines() if line and not line.startswith("#")]
+    assert listed == model_types()
+
+
+@pytest.mark.parametrize(
+    "fields, says",
+    [
+        ({"stacks": "[torch-9.9.9]"}, "unknown stack 'torch-9.9.9'"),
+        ({"stacks": "[project+transformers-0.1]"}, "transformers '0.1' is not among"),
+        ({"models": "[gpt3]"}, "unknown model 'gpt3'"),
+        ({"recipes": "[fp8]"}, "unknown recipe 'fp8'"),
+        ({"exporters": "[tflite]"}, "unknown exporter 'tflite'"),
+        ({"modes": "[inference]"}, "unknown mode 'inference'"),
+        ({"records": "'../{model}.json'"}, "leaves the outputs tree"),
+        ({"records": "'t/{stack}.json'", "exporters": "[torchscript, dynamo]"}, "share"),
+        ({"models": "{}"}, "`models` must be"),
+    ],
+)
+def test_a_bad_space_is_one_usage_error(tmp_path, fields, says):
+    with pytest.raises(UsageError, match=says.replace("[", r"\[").replace("+", r"\+")):
+        load_space(space_file(tmp_path, **fields))
+
+
+def test_control_the_base_space_loads(tmp_path):
+    space = load_space(space_file(tmp_path))
+    expected = {"stack": "project", "model": "gpt2-tiny", "recipe": "cpu_bf16_autocast", "exporter": "torchscript",
+                "opset": "auto", "mode": "train"}  # fmt: skip
+    assert [c.key() for c in space.cells] == [expected]
+
+
+def test_select_keeps_matching_cells_and_refuses_an_empty_selection(tmp_path):
+    space = load_space(space_file(tmp_path, exporters="[torchscript, dynamo]", models="[gpt2-tiny, control-exit]"))
+    assert len(space.select({"model": ["control-*"]}).cells) == 2
+    assert len(space.select({"model": ["gpt2-tiny"], "exporter": ["dyn*"]}).cells) == 1
+    with pytest.raises(UsageError, match="no cell matches"):
+        space.select({"stack": ["torch-*"]})
+
+
+def test_a_record_is_done_only_with_the_cells_key_and_a_final_outcome(tmp_path):
+    cell = Cell("project", "gpt2-tiny", "cpu_bf16_autocast", "torchscript", "auto", "train")
+    path = tmp_path / "r.json"
+    assert not is_done(path, cell)
+    import json
+
+    path.write_text(json.dumps({"key": cell.key(), "outcome": "timeout"}))
+    assert is_done(path, cell)
+    path.write_text(json.dumps({"key": cell.key(), "outcome": "not_run"}))
+    assert not is_done(path, cell)  # not run yet: a resumed sweep runs it
+    path.write_text(json.dumps({"key": {**cell.key(), "opset": 18}, "outcome": "accepted"}))
+    assert not is_done(path, cell)  # another cell's record at this path
+    path.write_text('{"key": ')
+    assert not is_done(path, cell)

@@ -1,0 +1,62 @@
+"""Stacks: names, overlays, locks, the interpreter lookup, and a build that fails saying why in one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from where223.errors import UsageError
+from where223.sweep import stacks
+
+
+def test_stack_names_resolve_to_an_environment_and_an_overlay():
+    known = stacks.load_stacks()
+    historic = known.stack("torch-2.1.2+transformers-4.22.0")
+    assert historic.transformers == "4.22.0" and historic.attributes() == {"torch": "2.1.2", "transformers": "4.22.0"}
+    project = known.stack("project")
+    assert project.transformers is None and project.attributes() == {"torch": "2.1.2", "transformers": "4.25.1"}
+    assert known.stack("project+transformers-4.25.1").transformers is None  # the lock's own release: no side folder
+    with pytest.raises(UsageError, match="no environment 'torch-0.1'"):
+        known.stack("torch-0.1")
+
+
+def test_every_environment_lock_is_committed_and_pins_its_torch():
+    for name, environment in stacks.load_stacks().environments.items():
+        pins = environment.pins()
+        if name != stacks.PROJECT:
+            assert pins["torch"] == name.removeprefix("torch-"), name
+            assert environment.lock.with_suffix(".in").is_file(), name
+
+
+def test_the_first_error_line_of_uv_and_pip():
+    uv = "Using Python 3.11\n  × No solution found when resolving dependencies:\n  ╰─▶ Because nothing was found\n"
+    assert stacks.first_error_line(uv) == "× No solution found when resolving dependencies: Because nothing was found"
+    piped = "error: No solution found when resolving dependencies\n  cause: Because x was not found\n"
+    assert (
+        stacks.first_error_line(piped)
+        == "error: No solution found when resolving dependencies: Because x was not found"
+    )
+    pip = "Collecting x\nERROR: Could not find a version that satisfies x\nERROR: No matching distribution\n"
+    assert stacks.first_error_line(pip) == "ERROR: Could not find a version that satisfies x"
+    assert stacks.first_error_line("warning only\nlast words\n") == "last words"  # control: no error line
+
+
+def test_the_machine_interpreter_is_found_or_none(monkeypatch):
+    assert stacks.machine_python(f"{sys.version_info.major}.{sys.version_info.minor}") == Path(sys.executable)
+    monkeypatch.setenv("PYENV_ROOT", "/nonexistent")
+    assert stacks.machine_python("0.1") is None
+
+
+def test_a_build_that_fails_is_not_marked_and_says_why(tmp_path, monkeypatch):
+    lock = tmp_path / "broken.txt"
+    lock.write_text("where223-no-such-package==0.0.1\n")
+    environment = stacks.Environment("broken", f"{sys.version_info.major}.{sys.version_info.minor}", lock)
+    python, error = stacks.build_environment(environment, envs=tmp_path / "envs")
+    assert python is None and "where223-no-such-package" in error and "\n" not in error
+    assert not stacks.env_root(environment, tmp_path / "envs").exists()  # nothing half-built is kept
+    missing = stacks.Environment("old", "0.1", lock)
+    monkeypatch.setenv("PYENV_ROOT", "/nonexistent")
+    assert stacks.build_environment(missing, envs=tmp_path / "envs") == (None, "this machine has no Python 0.1 "
+                                                                          "(python0.1 on PATH or pyenv)")  # fmt: skip
