@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import datetime as dt
 import importlib.util
 import inspect
 import json
@@ -380,8 +381,13 @@ class Repair(Command):
             _say(f"  {change}")
         relinted = lint_model(output)
         remaining = relinted.violations
-        left = (f"; {len(remaining)} other finding(s) left in place:" if remaining
-                else ", clean" if relinted.clean else ", no other finding among the nodes checked")
+        left = (
+            f"; {len(remaining)} other finding(s) left in place:"
+            if remaining
+            else ", clean"
+            if relinted.clean
+            else ", no other finding among the nodes checked"
+        )
         _say(f"re-lint: no type-binding conflict left{left}")
         for violation in remaining:
             _say(f"  {violation.message()}")
@@ -462,6 +468,15 @@ class BenchVariants(Command):
         return 0
 
 
+def _deadline(text: str) -> dt.datetime:
+    """An ISO date and time, UTC when it names no zone."""
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not an ISO time such as 2026-12-01T18:00: {text!r}") from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
 def _patterns(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").split(",") if part.strip()]
 
@@ -494,6 +509,9 @@ class Sweep(Command):
         for field in ("stack", "model", "recipe", "exporter"):
             parser.add_argument(f"--{field}", help=f"comma-separated glob patterns: only cells whose {field} matches")
         parser.add_argument("--force", action="store_true", help="rerun cells that are already recorded")
+        parser.add_argument(
+            "--deadline", type=_deadline, help="ISO time (UTC if naive) after which unfinished cells become not_run"
+        )
         parser.add_argument("--outputs", type=Path, help="the outputs tree the records go to (default: outputs/)")
         parser.add_argument("--summary-only", action="store_true", help="only rewrite the study's summary")
         parser.add_argument(
@@ -527,7 +545,7 @@ class Sweep(Command):
                 _say(f"{space.name}: {len(space.cells)} cells")
                 counts = driver.run(
                     space, scheduler=args.scheduler, workers=args.workers or None, force=args.force,
-                    output_root=outputs, say=_say,
+                    output_root=outputs, deadline=args.deadline, say=_say,
                 )  # fmt: skip
                 _say(f"{space.name}: ran {sum(counts.values())} cells: {json.dumps(dict(sorted(counts.items())))}")
             summary = _summarize(space.study, outputs)
@@ -584,8 +602,7 @@ class Strip(Command):
 
 
 COMMANDS: dict[str, type[Command]] = {
-    command.name: command
-    for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, BenchVariants, Sweep, Strip)
+    command.name: command for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, BenchVariants, Sweep, Strip)
 }
 
 

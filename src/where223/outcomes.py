@@ -57,7 +57,7 @@ DEFINITIONS: dict[Outcome, str] = {
     "constructed.",
     Outcome.NOT_FED: "The model was built, but no inputs could be made for it or its eager forward failed.",
     Outcome.NOT_APPLICABLE: "The cell cannot exist, e.g. a dynamo exporter asked of a torch that has none.",
-    Outcome.NOT_RUN: "The cell was planned but not run (a deadline, or an install that may pass on a retry).",
+    Outcome.NOT_RUN: "The sweep's deadline passed before the cell finished, so a resumed sweep runs it again.",
     Outcome.TIMEOUT: "The cell, or ONNX Runtime's session creation within it, ran past its time limit and was "
     "stopped.",
     Outcome.CRASHED: "The cell's process, or the sweep worker running it twice, died without leaving a record.",

@@ -4,6 +4,7 @@ worker, and cells whose stack fails to build; then resuming, and the local clust
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import socket
@@ -106,7 +107,7 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
     address, env = cluster
     outputs = tmp_path / "outputs"
     outputs.mkdir()
-    space = write_space(tmp_path, "[gpt2-tiny, control-sleep, control-kill-worker]", "[project, broken]", 40)
+    space = write_space(tmp_path, "[gpt2-tiny, control-sleep, control-kill-worker]", "[project, broken]", 30)
     done = sweep("--space", str(space), "--scheduler", address, "--outputs", str(outputs), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     found = records(outputs)
@@ -117,7 +118,7 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
     assert passed["key"] == {"stack": "project", "model": "gpt2-tiny", **CELL_KEY}
     assert passed["threads"] == {"torch": 1, "omp": "1"}
     slept = found["engine/project/control-sleep.json"]
-    assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker" and 40 <= slept["wall_s"] < 60
+    assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker" and 30 <= slept["wall_s"] < 50
     killed = found["engine/project/control-kill-worker.json"]
     assert killed["outcome"] == "crashed" and killed["error"]["type"] == "KilledWorker"
     assert "in each of 2 attempts" in killed["error"]["message"]  # retried once, then recorded
@@ -135,7 +136,7 @@ def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(tmp_path):
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     env = {**os.environ, "WHERE223_STACKS": str(write_stacks(tmp_path))}
-    space = write_space(tmp_path, "[control-exit, control-sleep]", timeout_s=5)
+    space = write_space(tmp_path, "[control-exit, control-sleep]", timeout_s=3)
     first = sweep("--space", str(space), "--workers", "2", "--outputs", str(outputs), env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "ran 2 cells" in first.stdout
@@ -164,3 +165,21 @@ def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(tmp_path):
                  env=env)  # fmt: skip
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot reach the Dask scheduler" in done.stderr
     assert list(outputs.iterdir()) == [] and time.monotonic() - start < 60
+
+
+def test_past_its_deadline_a_sweep_records_the_unfinished_cells_not_run_and_a_resume_runs_them(tmp_path):
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    env = {**os.environ, "WHERE223_STACKS": str(write_stacks(tmp_path))}
+    space = write_space(tmp_path, "[control-exit, control-sleep]", timeout_s=600)
+    soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=15)).isoformat()
+    done = sweep("--space", str(space), "--workers", "2", "--deadline", soon, "--outputs", str(outputs), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = records(outputs)
+    assert found["engine/project/control-exit.json"]["outcome"] == "crashed"  # finished before the deadline
+    slept = found["engine/project/control-sleep.json"]
+    assert slept["outcome"] == "not_run" and "deadline" in slept["reason"]  # running at the deadline
+    past = "2000-01-01T00:00"
+    again = sweep("--space", str(space), "--deadline", past, "--outputs", str(outputs), env=env)
+    assert again.returncode == 0 and "ran 1 cells" in again.stdout  # not_run is not final: planned again, not run
+    assert records(outputs)["engine/project/control-sleep.json"]["outcome"] == "not_run"

@@ -28,7 +28,8 @@ def test_the_committed_spaces_are_the_matrix_and_the_architecture_sweep():
     assert matrix.record_path(Cell("torch-2.1.2+transformers-4.25.1", "gpt2-tiny", "cpu_bf16_autocast", "dynamo",
                                    "auto", "train")) == OUTPUTS / "matrix/cells/2.1.2-4.25.1-dynamo.json"  # fmt: skip
     architectures = load_space(ROOT / "spaces" / "architectures.yaml")
-    assert len(architectures.cells) == 286 and set(architectures.stacks) == {"project", "project+transformers-4.26.0"}
+    assert len(architectures.cells) == 286 and len(architectures.stacks) == 2
+    assert set(architectures.stacks) == {"project", "project+transformers-4.26.0"}
     committed = {p for p in (OUTPUTS / "architectures").glob("*/*.json")}
     assert {architectures.record_path(c) for c in architectures.cells} == committed
 

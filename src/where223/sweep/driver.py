@@ -16,6 +16,7 @@ outcome (`where223.sweep.space.is_done`).
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
 import shutil
@@ -161,13 +162,16 @@ def run(
     force: bool = False,
     output_root: Path = paths.OUTPUTS,
     identity: Mapping[str, str] | None = None,
+    deadline: dt.datetime | None = None,
     stream: TextIO | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> Counter[str]:
     """Run every cell of `space` not yet recorded (all with `force`); the outcome counts of the cells run.
 
     `identity` names fields every record gets from its cell (formatted like the space's record path), so a record
-    the engine writes (not_built, timeout, crashed) is found by the study's readers like the cells' own.
+    the engine writes (not_built, timeout, crashed) is found by the study's readers like the cells' own. Once
+    `deadline` has passed, the cells not yet finished are cancelled and recorded `not_run` (a resumed sweep runs
+    them); a cell already running is not waited for, and its process ends within its own time limit.
     """
     from distributed import as_completed
 
@@ -175,8 +179,26 @@ def run(
     progress = Progress(len(space.cells), len(space.cells) - len(todo), stream or sys.stderr)
     progress.done = progress.skipped
     counts: Counter[str] = Counter()
+    fields = space.identity if identity is None else identity
+
+    def publish_record(cell: Cell, record: dict[str, Any]) -> None:
+        for name, value in _identity(space, cell, fields).items():
+            record.setdefault(name, value)
+        publish.write_record(space.record_path(cell, output_root), record, output_root)
+        counts[str(record["outcome"])] += 1
+        progress.add(record)
+        progress.show(f"{cell.stack} {cell.model} {cell.exporter}: {record['outcome']}")
+
+    def past(moment: dt.datetime | None) -> bool:
+        return moment is not None and dt.datetime.now(dt.timezone.utc) >= moment
+
     if not todo:
         say(f"{space.name}: all {len(space.cells)} cells already recorded")
+        return counts
+    if past(deadline):
+        for cell in todo:
+            publish_record(cell, _not_run(cell, deadline))
+        progress.close()
         return counts
     client, cluster = connect(scheduler, workers)
     try:
@@ -192,25 +214,35 @@ def run(
             futures[future] = (cell, attempt)
             return future
 
-        pending = as_completed([submit(cell, 1) for cell in todo], loop=client.loop)
-        for future in pending:
-            cell, attempt = futures.pop(future)
-            record = _result(future, cell, attempt)
-            if record is None:  # its worker died: once more
-                pending.add(submit(cell, attempt + 1))
-                continue
-            for name, value in _identity(space, cell, space.identity if identity is None else identity).items():
-                record.setdefault(name, value)
-            publish.write_record(space.record_path(cell, output_root), record, output_root)
-            counts[str(record["outcome"])] += 1
-            progress.add(record)
-            progress.show(f"{cell.stack} {cell.model} {cell.exporter}: {record['outcome']}")
+        timeout = (deadline - dt.datetime.now(dt.timezone.utc)).total_seconds() if deadline else None
+        pending = as_completed([submit(cell, 1) for cell in todo], loop=client.loop, timeout=timeout)
+        try:
+            for future in pending:
+                cell, attempt = futures.pop(future)
+                record = _result(future, cell, attempt)
+                if record is None:  # its worker died: once more
+                    pending.add(submit(cell, attempt + 1))
+                    continue
+                publish_record(cell, record)
+        except TimeoutError:  # the deadline: what is left is recorded not_run
+            client.cancel(list(futures))
+            for cell, _ in futures.values():
+                publish_record(cell, _not_run(cell, deadline))
     finally:
         progress.close()
         client.close()
         if cluster is not None:
             cluster.close()
     return counts
+
+
+def _not_run(cell: Cell, deadline: dt.datetime | None) -> dict[str, Any]:
+    reason = f"the sweep's deadline {deadline.isoformat() if deadline else ''} passed before this cell finished"
+    record = worker.ended_record(
+        cell.key(), Outcome.NOT_RUN, {"stage": "driver", "type": "Deadline", "message": reason}
+    )
+    record["reason"] = reason
+    return record
 
 
 def _result(future: Any, cell: Cell, attempt: int) -> dict[str, Any] | None:
