@@ -118,13 +118,9 @@ USER_ERRORS = {
     "sweep: filter matches nothing": lambda t, m: ["sweep", "--space", _space(t), "--model", "nothing*"],
     "sweep: not a scheduler address": lambda t, m: ["sweep", "--space", _space(t), "--scheduler", "nowhere"],
     "sweep: unreachable scheduler": lambda t, m: [
-        "sweep",
-        "--space",
-        _space(t),
-        "--force",
-        "--scheduler",
-        "tcp://127.0.0.1:9",
-    ],
+        "sweep", "--space", _space(t), "--force", "--scheduler", "tcp://127.0.0.1:9", "--outputs", t
+    ],  # fmt: skip
+    "sweep: missing outputs folder": lambda t, m: ["sweep", "--space", _space(t), "--outputs", t / "missing"],
     "strip: missing notebook": lambda t, m: ["strip", t / "absent.ipynb"],
     "strip: not a notebook": lambda t, m: ["strip", _plan(t, "not json")],
     "unknown option": lambda t, m: ["lint", m, "--colour"],
@@ -139,6 +135,7 @@ def test_user_errors_are_one_line_and_exit_2(case, tmp_path, model_path, capsys)
     _one_line_error(code, err, argv[0])
     assert model_path.read_bytes() == before  # the input is never written over by mistake
     assert not (tmp_path / "missing").exists() and not (tmp_path / "new").exists()  # no folder was created
+    assert not (tmp_path / "cli-test").exists()  # a sweep wrote no record
 
 
 def test_ctrl_c_in_run_is_one_line_exit_130_and_publishes_nothing(tmp_path, monkeypatch, capsys):

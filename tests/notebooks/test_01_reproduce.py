@@ -66,10 +66,39 @@ TIMING_KEYS = {"start_time", "end_time", "duration", "execution", "seconds"}  # 
 
 def _without_timings(value):
     if isinstance(value, dict):
+        if value.get("cell_type") == "code" and "outputs" in value:  # a cell's stream text, however it was chunked
+            value = {**value, "outputs": _joined_streams(value["outputs"])}
         return {key: _without_timings(item) for key, item in value.items() if key not in TIMING_KEYS}
     if isinstance(value, list):
         return [_without_timings(item) for item in value]
     return value
+
+
+def _joined_streams(outputs: list) -> list:
+    """A cell's outputs with all its stdout text joined, then all its stderr text: how a kernel's writes are split
+    into messages, and how stdout and stderr interleave, depends on timing (other outputs keep their order)."""
+    streams = {"stdout": "", "stderr": ""}
+    others = []
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            text = output.get("text", "")
+            streams[output.get("name", "stdout")] += "".join(text) if isinstance(text, list) else text
+        else:
+            others.append(output)
+    return [*others, streams]
+
+
+def _first_difference(a, b, where: str = "") -> str:
+    """The path of the first leaf where two JSON values differ, and both values (for the failure message)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{where}/{key}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{where}[{index}]")
+    return f"{where}: {str(a)[:300]!r} != {str(b)[:300]!r}"
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -90,7 +119,7 @@ def test_a_rerun_on_the_same_machine_changes_only_timings(reproduced, session_ou
     for name in changed:
         assert name.endswith((".ipynb", ".json")), f"{name} changed in bytes"
         a, b = (_without_timings(json.loads(side[name])) for side in (first, second))
-        assert a == b, f"{name} changed beyond its timings"
+        assert a == b, f"{name} changed beyond its timings: {_first_difference(a, b)}"
     for label, files in (("first", first), ("second", second)):
         for name, data in files.items():
             (tmp_path / label / name).parent.mkdir(parents=True, exist_ok=True)
