@@ -1,10 +1,11 @@
 """How long the two commands take: `make test` (and any other command) timed end to end in a checkout.
 
-Each command runs `--repeat` times (default 1) in `--checkout` (default: this repository), one run after the
-other, with the output of its last run kept in a log; the record holds every run (wall time, exit status, the
-load average before and after, as other work on the machine slows a run, the pytest summary line when there is
-one), their median, minimum and maximum (`seconds`, `minutes`: the median), and the environment. Records of other
-commands in the same file are kept, so README's "how long" column reads from one place:
+Each command runs `--repeat` times (default 1) in `--checkout` (default: this repository), one run after the other,
+with the output of its last run kept in a log (and of each failed run in a log of its own); the record holds every
+run (wall time, exit status, the load average before and after, as other work on the machine slows a run, the pytest
+summary line when there is one), their median, minimum and maximum (`seconds`, `minutes`: the median), and the
+environment. Records of other commands in the same file are kept, so README's "how long" column reads from one
+place:
 
     .venv/bin/python benchmarks/command_times.py "make test" [--repeat 3] [--checkout /tmp/fresh-clone] [--out FILE]
 
@@ -20,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for index in range(args.repeat):
             run = timed(command, args.checkout, log)
             runs.append(run)
+            if run["returncode"] != 0:  # a failed run's output is kept beside the last run's (git-ignored)
+                shutil.copyfile(log, log.with_suffix(f".failed-{index + 1}.log"))
             print(f"{shlex.quote(command)} [{index + 1}/{args.repeat}]: {run['seconds']:.0f} s, "
                   f"exit {run['returncode']}"
                   f"{', ' + run['pytest_summary'] if run['pytest_summary'] else ''} (log {log})", flush=True)

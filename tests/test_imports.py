@@ -88,10 +88,20 @@ def test_the_check_catches_torch_imported_inside_a_function(tmp_path):
         assert_no_heavy_modules("import sneaky_reader", tmp_path, tmp_path)
 
 
+_STARTUP: set[str] = set()
+
+
+def _started(tmp_path: Path) -> set[str]:
+    """What a fresh interpreter holds before any code runs (computed once per process)."""
+    if not _STARTUP:
+        _STARTUP.update(loaded_after("pass", tmp_path))
+    return _STARTUP
+
+
 def third_party(code: str, tmp_path: Path) -> list[str]:
     """Top-level modules `code` loads that are neither the standard library nor where223 (nor loaded by the
     interpreter's start-up, such as setuptools' .pth hook)."""
-    start = loaded_after("pass", tmp_path)
+    start = _started(tmp_path)
     loaded = {name.split(".")[0] for name in loaded_after(code, tmp_path) - start}
     return sorted(loaded - set(sys.stdlib_module_names) - {"where223"})
 

@@ -113,36 +113,50 @@ def wait_for_workers(address: str) -> None:
 
 @pytest.mark.slow
 def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
+    """Two sweeps side by side on the cluster (their own outputs trees): the cells that run, kill their worker or
+    cannot be built, with a time limit they keep; and the cell that outlives a short one."""
     address, env = cluster
     wait_for_workers(address)
-    outputs = tmp_path / "outputs"
-    outputs.mkdir()
-    space = write_space(tmp_path, "[gpt2-tiny, control-sleep, control-kill-worker]", "[project, broken]", 20)
-    done = sweep("--space", str(space), "--scheduler", address, "--outputs", str(outputs), env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = records(outputs)
-    assert set(found) == {f"engine/{s}/{m}.json" for s in ("project", "broken")
-                          for m in ("gpt2-tiny", "control-sleep", "control-kill-worker")}  # fmt: skip
+    outputs = {name: tmp_path / name for name in ("long", "short")}
+    spaces = {
+        "long": write_space(tmp_path, "[gpt2-tiny, control-kill-worker]", "[project, broken]", 300),
+        "short": write_space(tmp_path, "[control-sleep]", "[project]", 5),
+    }
+    runs = {}
+    for name, space in spaces.items():
+        outputs[name].mkdir()
+        command = [sys.executable, "-m", "where223", "sweep", "--space", str(space), "--scheduler", address,
+                   "--outputs", str(outputs[name])]  # fmt: skip
+        runs[name] = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)  # fmt: skip
+    for run in runs.values():
+        _, stderr = run.communicate(timeout=600)
+        assert run.returncode == 0, stderr[-3000:]
+    found = {**records(outputs["long"]), **records(outputs["short"])}
+    assert set(found) == {"engine/project/gpt2-tiny.json", "engine/project/control-kill-worker.json",
+                          "engine/broken/gpt2-tiny.json", "engine/broken/control-kill-worker.json",
+                          "engine/project/control-sleep.json"}  # fmt: skip
     passed = found["engine/project/gpt2-tiny.json"]
     assert passed["outcome"] == "where_type_error" and passed["recorded_by"] == "cell"  # ran, judged by ORT
     assert passed["key"] == {"stack": "project", "model": "gpt2-tiny", **CELL_KEY}
     assert passed["threads"] == {"torch": 1, "omp": "1"}
     slept = found["engine/project/control-sleep.json"]
-    assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker" and 20 <= slept["wall_s"] < 40
+    assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker" and 5 <= slept["wall_s"] < 20
     killed = found["engine/project/control-kill-worker.json"]
     assert killed["outcome"] == "crashed" and killed["error"]["type"] == "KilledWorker"
     assert "in each of 2 attempts" in killed["error"]["message"]  # retried once, then recorded
-    for model in ("gpt2-tiny", "control-sleep", "control-kill-worker"):
+    for model in ("gpt2-tiny", "control-kill-worker"):
         broken = found[f"engine/broken/{model}.json"]
         assert broken["outcome"] == "not_built" and broken["error"]["stage"] == "stack"
         assert "where223-no-such-package" in broken["reason"] and "\n" not in broken["reason"]
     # a rerun resumes: every cell is recorded with its key, so nothing runs (the cluster is not even asked)
-    again = sweep("--space", str(space), "--scheduler", address, "--outputs", str(outputs), env=env)
-    assert again.returncode == 0 and "all 6 cells already recorded" in again.stdout
+    again = sweep("--space", str(spaces["long"]), "--scheduler", address, "--outputs", str(outputs["long"]), env=env)
+    assert again.returncode == 0 and "all 4 cells already recorded" in again.stdout
 
 
 @pytest.mark.slow
-def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(tmp_path):
+def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(cluster, tmp_path):
+    """The first sweep on a local cluster of its own (the default), the next ones on the shared cluster."""
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     env = {**os.environ, "WHERE223_STACKS": str(write_stacks(tmp_path))}
@@ -157,11 +171,11 @@ def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(tmp_path):
     foreign = {**json.loads(slept.read_text()), "key": {**json.loads(slept.read_text())["key"], "opset": 18}}
     slept.write_text(json.dumps(foreign))  # another cell's record at this path: not this cell's
     before = exited.stat().st_mtime_ns
-    second = sweep("--space", str(space), "--workers", "1", "--outputs", str(outputs), env=env)
+    second = sweep("--space", str(space), "--scheduler", cluster[0], "--outputs", str(outputs), env=env)
     assert second.returncode == 0 and "ran 1 cells" in second.stdout, second.stdout
     assert exited.stat().st_mtime_ns == before and json.loads(slept.read_text())["key"]["opset"] == "auto"
-    forced = sweep("--space", str(space), "--workers", "1", "--model", "control-exit", "--force", "--outputs",
-                   str(outputs), env=env)  # fmt: skip
+    forced = sweep("--space", str(space), "--scheduler", cluster[0], "--model", "control-exit", "--force",
+                   "--outputs", str(outputs), env=env)  # fmt: skip
     assert forced.returncode == 0 and "ran 1 cells" in forced.stdout and exited.stat().st_mtime_ns != before
 
 
@@ -172,14 +186,15 @@ def test_past_its_deadline_a_sweep_records_the_unfinished_cells_not_run_and_a_re
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     space = write_space(tmp_path, "[control-exit, control-sleep]", timeout_s=600)
-    soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=8)).isoformat()
-    done = sweep("--space", str(space), "--scheduler", address, "--deadline", soon, "--outputs", str(outputs), env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    common = ("--space", str(space), "--scheduler", address, "--outputs", str(outputs))
+    assert sweep(*common, "--model", "control-exit", env=env).returncode == 0  # recorded before any deadline
+    soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=4)).isoformat()
+    done = sweep(*common, "--deadline", soon, env=env)  # the sleeping cell is still running at the deadline
+    assert done.returncode == 0 and "ran 1 cells" in done.stdout, done.stderr[-3000:]
     found = records(outputs)
-    assert found["engine/project/control-exit.json"]["outcome"] == "crashed"  # finished before the deadline
+    assert found["engine/project/control-exit.json"]["outcome"] == "crashed"
     slept = found["engine/project/control-sleep.json"]
-    assert slept["outcome"] == "not_run" and "deadline" in slept["reason"]  # running at the deadline
-    past = "2000-01-01T00:00"
-    again = sweep("--space", str(space), "--deadline", past, "--outputs", str(outputs), env=env)
+    assert slept["outcome"] == "not_run" and "deadline" in slept["reason"]
+    again = sweep(*common, "--deadline", "2000-01-01T00:00", env=env)
     assert again.returncode == 0 and "ran 1 cells" in again.stdout  # not_run is not final: planned again, not run
     assert records(outputs)["engine/project/control-sleep.json"]["outcome"] == "not_run"

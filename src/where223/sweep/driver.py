@@ -43,7 +43,7 @@ SCHEDULER_CONFIG: dict[str, Any] = {
     "distributed.scheduler.allowed-failures": 0,
     "distributed.scheduler.worker-saturation": 1.0,
 }
-CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_S = 5  # a running scheduler answers in milliseconds
 ATTEMPTS = 2  # a cell whose worker died is submitted once more, then recorded `crashed`
 ENGINE_FAILURES = frozenset({Outcome.TIMEOUT, Outcome.CRASHED, Outcome.NOT_RUN})
 
