@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -194,32 +193,6 @@ def test_labels_and_conclusions() -> None:
     assert "accepted (exported, loaded and run): torch 2.1.2 with transformers 4.26.0" in text
     assert "torch 2.2.2, transformers 4.25.1 (Where error on other torch): load: no kernel Gemm(13)" in text
     assert "pass onnxruntime's type check but have no CPU kernel: Gemm(13) (1 cells)" in text
-
-
-@pytest.mark.slow
-def test_one_real_cell_reproduces_where_error(tmp_path: Path) -> None:
-    """torch 2.1.2 + transformers 4.25.1 of the main venv, TorchScript exporter: the Where mismatch."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    pytest.importorskip("onnxruntime")
-    if not (torch.__version__.startswith("2.1.2") and transformers.__version__ == "4.25.1"):
-        pytest.skip("needs the project's pinned stack: torch 2.1.2, transformers 4.25.1")
-    from where223.sweep import worker
-
-    key = {"stack": "project", "model": "gpt2-tiny", "recipe": "cpu_bf16_autocast", "exporter": "torchscript",
-           "opset": "auto", "mode": "train"}  # fmt: skip
-    facts = {"torch": "2.1.2", "transformers": "4.25.1"}
-    record = worker.run_cell(key, sys.executable, paths.ROOT / "src", tmp_path, 300, stack=facts)
-    assert record["outcome"] == "where_type_error", record.get("error")
-    assert record["key"] == key and record["recorded_by"] == "cell"
-    assert record["threads"] == {"torch": 1, "omp": "1"}  # one thread per cell, whatever the machine
-    assert record["ort"]["type_binding"]["node"] == "/model/transformer/h.0/attn/Where"
-    where = record["where_error"]
-    assert where["op_type"] == "Where" and where["param"] == "T"
-    assert where["node"] == "/model/transformer/h.0/attn/Where"
-    assert where["types"] == ["float", "bfloat16"]
-    assert record["error"]["stage"] == "load"
-    assert record["graph"]["opset"] == 17 and record["graph"]["where_nodes"] == 2
 
 
 @pytest.mark.slow

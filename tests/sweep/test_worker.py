@@ -83,3 +83,16 @@ def _state(pid: int) -> str:
         return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_the_status_line_rates_the_cells_it_ran_not_those_it_skipped():
+    import io
+
+    from where223.sweep.driver import Progress
+
+    progress = Progress(total=10, skipped=8, stream=io.StringIO())
+    progress.done = 8
+    progress.started -= 60  # one minute in
+    assert "0.0 cells/min" in progress.line() and "time left unknown" in progress.line()
+    progress.add({"outcome": "accepted"})
+    assert "1.0 cells/min" in progress.line() and "~1 min left" in progress.line()

@@ -86,7 +86,8 @@ class Progress:
         """done / failed / left, rate and time left."""
         left = self.total - self.done
         minutes = (time.monotonic() - self.started) / 60
-        rate = self.done / minutes if minutes > 0 and self.done else 0.0
+        ran = self.done - self.skipped  # the rate counts the cells this run recorded, not those it skipped
+        rate = ran / minutes if minutes > 0 and ran else 0.0
         eta = f"~{left / rate:.0f} min left" if rate else "time left unknown"
         width = 24
         filled = int(width * self.done / self.total) if self.total else width
