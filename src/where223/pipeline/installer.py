@@ -160,6 +160,22 @@ def choose(python: str | os.PathLike[str] = sys.executable) -> Installer:
     return Installer("uv", uv, uv_variables(pip_options(python)))
 
 
+def first_error_line(log: str) -> str:
+    """The installer's first error line (uv's `error:` or `×`, pip's `ERROR:`), else its last line; when uv explains
+    it on the next line (`╰─▶ Because ...` on a terminal, `cause: Because ...` elsewhere), that explanation follows
+    on the same line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        lowered = line.lower()
+        if lowered.startswith(("error", "×")) or "error:" in lowered:
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            for marker in ("╰─▶", "cause:"):
+                if following.startswith(marker):
+                    return f"{line.rstrip(':')}: {following.removeprefix(marker).strip()}"
+            return line
+    return lines[-1] if lines else "the installer failed without a message"
+
+
 class InstallError(RuntimeError):
     """An install failed; the message is one line: the command and the installer's first error line."""
 
@@ -179,8 +195,7 @@ def install_side_folder(requirement: str, target: Path, installer: Installer | N
         command = installer.install(sys.executable, "-q", "--no-deps", "--target", str(staging), requirement)
         done = subprocess.run(command, capture_output=True, text=True, env=installer.environment(), check=False)
         if done.returncode != 0:
-            lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-            first = next((line for line in lines if "error" in line.lower()), lines[-1] if lines else "no message")
+            first = first_error_line(done.stderr + done.stdout)
             raise InstallError(f"{installer.command_name} {requirement} failed: {first}")
         (staging / ready.name).write_text(requirement + "\n")
         if not ready.is_file():

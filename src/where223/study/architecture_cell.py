@@ -22,9 +22,9 @@ Every stage that fails is recorded with its reason; the record is written only w
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +34,7 @@ from where223 import files
 from where223.graph.ort import refused_node
 from where223.outcomes import Outcome, from_verdict
 from where223.pipeline import records
-from where223.study.matrix_cell import describe_error, stage, warning_lines
+from where223.study.matrix_cell import describe_error, time_stage, warning_lines
 from where223.sweep.exporters import EXPORTERS, NotApplicable
 from where223.sweep.recipes import RECIPES, Recipe
 
@@ -447,13 +447,7 @@ def run(
         "timings_s": {},
     }
 
-    def timed(name: str, fn: Callable[[], Any]) -> Any:
-        stage(name)
-        start = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            record["timings_s"][name] = round(time.perf_counter() - start, 2)
+    timed = functools.partial(time_stage, record)
 
     import torch
     import transformers

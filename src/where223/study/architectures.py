@@ -13,7 +13,6 @@ eager dtypes). Each record lands at `outputs/architectures/<release>/<model_type
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -23,14 +22,11 @@ from typing import Any
 from where223.graph.ort import refused_operator as ort_message_operator
 from where223.outcomes import Outcome
 from where223.pipeline import environment, paths, publish, records
+from where223.sweep.worker import now
 
 RELEASES: tuple[str, ...] = ("4.25.1", "4.26.0")
 OUT_DIR: Path = paths.OUTPUTS / "architectures"
 MODEL_TYPES: Path = paths.ROOT / "spaces" / "model_types-4.25.1.txt"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def model_types() -> list[str]:
@@ -182,7 +178,7 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any]:
         "failure_groups": failure_groups(rows),
         "release_changes": release_changes(rows, releases),
         "driver_environment": environment.describe(),
-        "updated_at": _now(),
+        "updated_at": now(),
     }
     publish.write_record(Path(out_dir) / "summary.json", summary, Path(out_dir).parent)
     return summary

@@ -9,7 +9,6 @@ Reads records only: no torch.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,10 @@ from typing import Any
 from where223 import files
 from where223.pipeline import environment, paths, publish, records
 from where223.study.matrix_analysis import update_notes, version_key
+from where223.sweep.worker import now
 
 EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
 MATRIX_OUT: Path = paths.OUTPUTS / "matrix"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def load_cells(out_dir: Path = MATRIX_OUT) -> list[dict[str, Any]]:
@@ -52,7 +48,7 @@ def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
         "counts": dict(Counter(c["outcome"] for c in cells)),
         "driver_environment": environment.describe(),
         "cell_environments": envs,
-        "updated_at": _now(),
+        "updated_at": now(),
         "cells": cells,
     }
     publish.write_record(out_dir / "matrix.json", matrix, out_dir.parent)

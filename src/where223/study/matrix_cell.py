@@ -14,6 +14,7 @@ own interpreter, one subprocess per cell, where only these imports are installed
 
 from __future__ import annotations
 
+import functools
 import inspect
 import platform
 import sys
@@ -56,6 +57,16 @@ def stage(name: str) -> None:
     """Announce a stage on stderr, so the driver can tell where a crashed cell died."""
     sys.stderr.write(f"WHERE223_STAGE {name}\n")
     sys.stderr.flush()
+
+
+def time_stage(record: dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
+    """Announce stage `name`, run `fn` and keep its seconds in `record["timings_s"]` (even when it raises)."""
+    stage(name)
+    start = time.perf_counter()
+    try:
+        return fn()
+    finally:
+        record["timings_s"][name] = round(time.perf_counter() - start, 2)
 
 
 def binding_record(binding: TypeBinding, message: str) -> dict[str, Any]:
@@ -267,13 +278,7 @@ def run(
         "timings_s": {},
     }
 
-    def timed(name: str, fn: Callable[[], Any]) -> Any:
-        stage(name)
-        start = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            record["timings_s"][name] = round(time.perf_counter() - start, 2)
+    timed = functools.partial(time_stage, record)
 
     try:
         torch, transformers = timed("import", _import_stack)

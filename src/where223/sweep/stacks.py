@@ -32,6 +32,7 @@ from typing import Any
 
 from where223.errors import UsageError
 from where223.pipeline import installer as installers
+from where223.pipeline.installer import first_error_line
 from where223.pipeline.paths import CACHE, ROOT
 
 STACKS_FILE: Path = ROOT / "spaces" / "stacks.yaml"
@@ -152,22 +153,6 @@ def host_lock(name: str) -> Iterator[None]:
         os.close(fd)
 
 
-def first_error_line(log: str) -> str:
-    """The installer's first error line (uv's `error:` or `×`, pip's `ERROR:`), else its last line; when uv explains
-    it on the next line (`╰─▶ Because ...` on a terminal, `cause: Because ...` elsewhere), that explanation follows
-    on the same line."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    for index, line in enumerate(lines):
-        lowered = line.lower()
-        if lowered.startswith(("error", "×")) or "error:" in lowered:
-            following = lines[index + 1] if index + 1 < len(lines) else ""
-            for marker in ("╰─▶", "cause:"):
-                if following.startswith(marker):
-                    return f"{line.rstrip(':')}: {following.removeprefix(marker).strip()}"
-            return line
-    return lines[-1] if lines else "the installer failed without a message"
-
-
 def machine_python(version: str) -> Path | None:
     """The machine's interpreter of a Python version (`pythonX.Y` on PATH, then pyenv's), or None; the running
     interpreter when it is that version. Never downloaded."""
@@ -277,4 +262,3 @@ def describe(stack: Stack) -> dict[str, Any]:
     shown = lock.relative_to(ROOT).as_posix() if lock.is_relative_to(ROOT) else lock.name
     return {"name": stack.name, "environment": stack.environment.name, "python": stack.environment.python,
             "lock": shown, **stack.attributes()}  # fmt: skip
-
