@@ -19,7 +19,8 @@ def test_a_cell_past_its_limit_is_killed_with_its_children_and_recorded_as_a_tim
     record = worker.run_cell({**KEY, "model": "control-sleep"}, sys.executable, ROOT / "src", tmp_path / "w", 3)
     assert record["outcome"] == "timeout" and record["recorded_by"] == "worker"
     assert record["error"]["type"] == "Timeout" and 3 <= record["wall_s"] < 20 and time.monotonic() - start < 20
-    alive = subprocess.run(["pgrep", "-f", "where223.sweep.cell.*control-sleep"], capture_output=True, text=True)
+    # this cell's process (its command line names this test's folder; the engine's tests may run other cells now)
+    alive = subprocess.run(["pgrep", "-f", f"where223.sweep.cell.*{tmp_path}"], capture_output=True, text=True)
     assert str(os.getpid()) not in alive.stdout and alive.stdout.strip() == ""  # nothing left running
 
 
