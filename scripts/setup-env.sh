@@ -8,7 +8,10 @@
 #    (they would pull the GPU onnxruntime-training over the CPU one)   5. where223 itself, editable
 # 6. ORTModule's C++ extensions, both compiled at once with ninja (about 2 minutes on 2 cores; kept in .cache)
 # 7. the `where223` Jupyter kernel   8. the transformers release side folders of where223.gpt2.releases, so no
-#    notebook installs anything.
+#    notebook installs anything.   9. bytecode for every module of the venv, the side folders and src/ that lacks
+#    it: uv compiles what it installs (UV_COMPILE_BYTECODE, pipeline/installer.py), this covers a venv built before;
+#    where PYTHONDONTWRITEBYTECODE is set (this machine, CI) nothing else would write it, and every kernel and
+#    subprocess would compile torch and transformers from source again (benchmarks/import_bytecode.py).
 # WHERE223_INSTALLER=pip makes pip do 3-5 and 8 (also the fallback when uv cannot be installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,4 +96,7 @@ compgen -G "$built/*.so" >/dev/null || { mkdir -p "$built" && cp "$extensions"/*
 "$PY" -m ipykernel install --sys-prefix --name where223 --display-name "Python 3.11 (where223)" >/dev/null
 echo "setup: transformers release side folders (.cache/transformers)"
 "$PY" -m where223.gpt2.releases --install
+echo "setup: bytecode for the venv, the side folders and src/"
+"$PY" -m where223.pipeline.installer --compile "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+  .cache/transformers src
 echo "setup: ready ($PY, kernel 'where223', installed with $WHERE223_INSTALLER, ${SECONDS}s)"

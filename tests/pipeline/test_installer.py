@@ -88,3 +88,27 @@ def test_pip_options_asks_pip_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     options = installer.pip_options()
     assert options["cert"] == "/somewhere/ca.pem"
     assert options["extra-index-url"] == "file:///x/simple file:///y/simple"
+
+
+def test_compile_bytecode_writes_what_is_missing_and_skips_what_does_not_compile(tmp_path: Path) -> None:
+    import importlib.util
+
+    (tmp_path / "good.py").write_text("X = 1\n")
+    (tmp_path / "broken.py").write_text("def (:\n")  # an installer's test fixture that is not Python: skipped
+    installer.compile_bytecode([tmp_path])
+    assert Path(importlib.util.cache_from_source(str(tmp_path / "good.py"))).is_file()
+    assert not Path(importlib.util.cache_from_source(str(tmp_path / "broken.py"))).exists()
+    assert installer.UV_FIXED["UV_COMPILE_BYTECODE"] == "1"  # and uv compiles what it installs
+
+
+def test_setup_left_bytecode_for_torch_transformers_and_the_side_folders() -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set (this machine, CI) only setup writes bytecode: without it every kernel and
+    subprocess of the suite compiles torch again (benchmarks/import_bytecode.py measures what that costs)."""
+    import importlib.util
+
+    from where223.gpt2.releases import RELEASES, release_dir
+
+    sources = [Path(importlib.util.find_spec(name).origin) for name in ("torch", "transformers", "onnx")]
+    sources += [release_dir(version) / "transformers" / "__init__.py" for version in RELEASES.values()]
+    missing = [str(s) for s in sources if not Path(importlib.util.cache_from_source(str(s))).is_file()]
+    assert not missing, f"no bytecode for {missing}: run `make setup`"

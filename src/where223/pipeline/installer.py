@@ -34,11 +34,14 @@ INSTALLERS: tuple[str, ...] = ("uv", "pip")
 UV_CACHE: Path = CACHE / "uv"
 # pip sections that apply to `pip install`, lowest precedence first (PIP_* variables are `:env:`).
 PIP_SECTIONS: tuple[str, ...] = ("global", "install", ":env:")
-# Set for every uv run: interpreters come from the machine; every index counts and the best version wins.
+# Set for every uv run: interpreters come from the machine; every index counts and the best version wins; what is
+# installed is compiled to bytecode then (uv compiles nothing by default, and where PYTHONDONTWRITEBYTECODE is set,
+# as on this machine and in CI, no import writes it either: every process would compile torch from source again).
 UV_FIXED: dict[str, str] = {
     "UV_PYTHON_DOWNLOADS": "never",
     "UV_INDEX_STRATEGY": "unsafe-best-match",
     "UV_LINK_MODE": "hardlink",
+    "UV_COMPILE_BYTECODE": "1",
 }
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
@@ -206,6 +209,15 @@ def install_side_folder(requirement: str, target: Path, installer: Installer | N
     return target
 
 
+def compile_bytecode(folders: Sequence[str | os.PathLike[str]], python: str | os.PathLike[str] = sys.executable) -> int:
+    """Write the bytecode of every module under `folders` that lacks it (or whose source changed), with `python`'s
+    compileall on every core: what an environment installed before its installer compiled at install time
+    (UV_COMPILE_BYTECODE) gets its bytecode here. Files that do not compile are skipped, as installers skip them;
+    returns compileall's exit status."""
+    command = [str(python), "-m", "compileall", "-q", "-j", "0", *map(str, folders)]
+    return subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False).returncode
+
+
 def shell_exports(variables: Mapping[str, str]) -> str:
     """`export NAME=value` lines, quoted for a POSIX shell."""
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in sorted(variables.items()))
@@ -215,7 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the uv variables derived from pip's configuration as shell `export` lines."""
     parser = argparse.ArgumentParser(prog="python -m where223.pipeline.installer", description=main.__doc__)
     parser.add_argument("--python", default=sys.executable, help="the interpreter whose pip configuration counts")
+    parser.add_argument("--compile", nargs="+", metavar="FOLDER", help="instead, write the bytecode under FOLDERs")
     args = parser.parse_args(argv)
+    if args.compile:
+        compile_bytecode(args.compile, args.python)
+        return 0
     sys.stdout.write(shell_exports(uv_variables(pip_options(args.python))))
     return 0
 

@@ -1,0 +1,58 @@
+"""benchmarks/import_bytecode.py: its two arms are what they claim (nothing timed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import py_compile
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from where223.pipeline.paths import ROOT
+
+
+@pytest.fixture(scope="module")
+def bench():
+    path = ROOT / "benchmarks" / "import_bytecode.py"
+    spec = importlib.util.spec_from_file_location("import_bytecode_benchmark", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def two_faced_module(folder: Path) -> None:
+    """A module whose bytecode says 1 and whose source, of the same size and time, says 2: which one an interpreter
+    ran tells whether it read the bytecode."""
+    source = folder / "probe.py"
+    source.write_text("X = 1\n")
+    stamp = source.stat().st_mtime_ns
+    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), doraise=True)
+    source.write_text("X = 2\n")
+    os.utime(source, ns=(stamp, stamp))  # the bytecode's header still matches: it is used when found
+
+
+def test_the_arm_with_bytecode_reads_it_and_the_other_compiles_from_source(bench, tmp_path):
+    two_faced_module(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    seen = {}
+    for with_bytecode in (True, False):
+        env = {**bench.arm_environment(with_bytecode, empty), "PYTHONPATH": str(tmp_path)}
+        done = subprocess.run([sys.executable, "-c", "import probe; print(probe.X)"], env=env, capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        seen[with_bytecode] = done.stdout.strip()
+    assert seen == {True: "1", False: "2"}
+    assert list(empty.iterdir()) == []  # the arm without bytecode wrote none
+    # control: a prefix left over from the caller's environment would hide the bytecode from the first arm too
+    assert "PYTHONPYCACHEPREFIX" not in bench.arm_environment(True, empty, {"PYTHONPYCACHEPREFIX": str(empty)})
+
+
+def test_the_record_holds_both_arms_their_runs_and_the_ratio(bench, tmp_path):
+    result = bench.measure(2, {"probe": "pass"})["probe"]
+    assert set(result["runs_s"]) == {"with_bytecode", "without"} and all(len(v) == 2 for v in result["runs_s"].values())
+    medians = result["median_s"]
+    assert result["ratio_without_to_with"] == round(medians["without"] / medians["with_bytecode"], 2)
