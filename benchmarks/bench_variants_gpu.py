@@ -32,7 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # The project's modules that need onnx, onnxruntime or optimum (torch itself may import onnx if installed).
-ONNX_SIDE: tuple[str, ...] = ("where223.graph", "where223.study.divergence", "where223.gpt2.reproduce", "optimum")
+ONNX_SIDE: tuple[str, ...] = ("where223.graph", "where223.eager.divergence", "where223.gpt2.reproduce", "optimum")
 TRANSFORMERS = "4.25.1"
 # What transformers 4.25.1 and huggingface_hub 0.16.4 import, pinned to releases that support both; all are
 # pure Python or have wheels for CPython 3.8-3.12 (tokenizers 0.13.3: 3.7-3.11; see --no-tokenizers).
@@ -86,7 +86,8 @@ def measure(args: argparse.Namespace) -> int:
             f"{TRANSFORMERS}: run --prepare and put the folder first on PYTHONPATH (see this script's docstring)"
         )
     sys.path.insert(0, str(REPO / "src"))
-    from where223.study import bench, ranking
+    from where223.study.variants import analysis as ranking
+    from where223.study.variants import run as bench
 
     settings = bench.StudySettings.resolve(
         device=args.device,

@@ -59,7 +59,8 @@ def test_a_png_not_saved_by_save_figure_is_refused(tmp_path):
 def test_figures_drawn_by_the_current_code_from_the_committed_records_are_legible(tmp_path):
     """What `make run` will publish: every write-up figure redrawn from the committed models and records."""
     from where223.graph import draw
-    from where223.study import matrix_figure, variant_figure
+    from where223.study.matrix import figure as matrix_figure
+    from where223.study.variants import figure as variant_figure
 
     where = "/transformer/h.0/attn/Where"
     model, fixed, repaired = RUN / "model.onnx", RUN / "fix-4.26" / "model.onnx", RUN / "fix-4.26" / "repaired.onnx"

@@ -22,7 +22,8 @@ from pathlib import Path
 import matplotlib
 matplotlib.use("svg")
 before = matplotlib.get_backend()
-from where223.study import matrix_figure, variant_figure
+from where223.study.matrix import figure as matrix_figure
+from where223.study.variants import figure as variant_figure
 exec(sys.argv[1])
 out, outputs = Path(sys.argv[2]), Path({str(OUTPUTS)!r})
 if "variants" in sys.argv[3:]:

@@ -19,20 +19,45 @@ from where223.pipeline.paths import OUTPUTS, ROOT
 
 HEAVY = ("torch", "transformers")
 COMMITTED_MODEL = OUTPUTS / "tiny-cpu-bf16-onnx_export" / "model.onnx"
-RECORD_READERS = (
-    "where223.study.ranking",
-    "where223.study.matrix_analysis",
-    "where223.study.variant_figure",
-    "where223.study.matrix_figure",
-    "where223.study.report",
-    "where223.study.compare",
-    "where223.study.matrix",
-    "where223.study.architectures",
-    "where223.study.architectures_figure",
-    "where223.sweep.record",
-    "where223.sweep.space",
-    "where223.sweep.driver",
-)
+# Every question's package keeps the same roles in the same file names (where223.study's docstring); those that
+# read records only are discovered, not listed, so a new question's package is checked the day it lands.
+RECORD_ROLES = ("record", "analysis", "figure", "section")
+# The record readers outside the question packages: the write-up, the comparison and the sweep's own readers.
+OTHER_READERS = ("where223.study.report", "where223.pipeline.compare", "where223.sweep.record",
+                 "where223.sweep.space", "where223.sweep.driver")
+
+
+def study_packages() -> list[str]:
+    import pkgutil
+
+    import where223.study
+
+    return [f"where223.study.{found.name}" for found in pkgutil.iter_modules(where223.study.__path__) if found.ispkg]
+
+
+def record_readers() -> list[str]:
+    """Each question package's record-reading roles that exist, then OTHER_READERS."""
+    import importlib.util
+
+    found = [f"{package}.{role}" for package in study_packages() for role in RECORD_ROLES
+             if importlib.util.find_spec(f"{package}.{role}") is not None]
+    return [*found, *OTHER_READERS]
+
+
+RECORD_READERS = tuple(record_readers())
+
+
+def test_every_question_package_has_the_same_roles():
+    """The discovery above finds what is there: each package has every role (a missing `analysis` would shrink
+    the check silently otherwise), and the four questions are found."""
+    import importlib.util
+
+    packages = study_packages()
+    assert packages == [f"where223.study.{name}" for name in ("architectures", "fix", "matrix", "variants")]
+    missing = [f"{package}.{role}" for package in packages for role in (*RECORD_ROLES, "run")
+               if importlib.util.find_spec(f"{package}.{role}") is None]
+    assert not missing
+    assert len(RECORD_READERS) == len(packages) * len(RECORD_ROLES) + len(OTHER_READERS)
 # What every stack's interpreter imports before its runner: the standard library and these where223 modules only
 # (a Dask worker and a cell in any stack, Python 3.10's too, run them).
 STDLIB_ONLY = ("where223.sweep.worker", "where223.sweep.cell", "where223.sweep.controls", "where223.outcomes")

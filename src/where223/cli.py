@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 from where223.errors import UsageError, printable
 
 if TYPE_CHECKING:
-    from where223.study.bench import StudySettings
+    from where223.study.variants.run import StudySettings
 
 ERROR_LIMIT = 2000  # characters of one error line
 
@@ -189,7 +189,7 @@ class Compare(Command):
     """
 
     name = "compare"
-    explained_by = "where223.study.compare"
+    explained_by = "where223.pipeline.compare"
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -200,7 +200,7 @@ class Compare(Command):
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from where223.study import compare
+        from where223.pipeline import compare
 
         outputs = Path(args.outputs) if args.outputs else compare.OUTPUTS
         result = compare.compare(args.ref, outputs)
@@ -416,7 +416,7 @@ class BenchVariants(Command):
     """
 
     name = "bench-variants"
-    explained_by = "where223.study.bench"
+    explained_by = "where223.study.variants.run"
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -437,7 +437,7 @@ class BenchVariants(Command):
     @staticmethod
     def study_settings(args: argparse.Namespace) -> StudySettings:
         """The study's StudySettings from the options (a ParameterError names a bad one)."""
-        from where223.study import bench
+        from where223.study.variants import run as bench
 
         return bench.StudySettings.resolve(
             device=args.device,
@@ -456,7 +456,8 @@ class BenchVariants(Command):
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from where223.pipeline import paths, publish
-        from where223.study import bench, ranking
+        from where223.study.variants import analysis as ranking
+        from where223.study.variants import run as bench
 
         settings = BenchVariants.study_settings(args)
         output_root = Path(args.out).resolve() if args.out else paths.OUTPUTS
@@ -556,11 +557,11 @@ class Sweep(Command):
 def _summarize(study: str, outputs: Path) -> str:
     """Rewrite a study's summary from its records under `outputs`; its counts, in one line."""
     if study == "matrix" and (outputs / "matrix" / "cells").is_dir():
-        from where223.study import matrix
+        from where223.study.matrix import analysis as matrix
 
         return f"matrix.json: {json.dumps(matrix.aggregate(outputs / 'matrix')['counts'], sort_keys=True)}"
     if study == "architectures" and (outputs / "architectures").is_dir():
-        from where223.study import architectures
+        from where223.study.architectures import analysis as architectures
 
         counts = architectures.summarize(outputs / "architectures")["counts"]
         return f"summary.json: {json.dumps(counts, sort_keys=True)}"

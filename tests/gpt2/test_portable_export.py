@@ -13,11 +13,11 @@ from pathlib import Path
 import onnx
 import pytest
 
+from where223.eager import divergence
 from where223.gpt2 import export, models
 from where223.graph import blame as blame_module
 from where223.graph.blame import blame_all
 from where223.pipeline.paths import ROOT, portable
-from where223.study import divergence
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 

@@ -14,7 +14,7 @@ from where223.gpt2 import models, variants
 from where223.gpt2.export import autocast, export_onnx
 from where223.graph.lint import FindingKind
 from where223.graph.ort import OrtVerdict
-from where223.study.bench import ort_record
+from where223.study.variants.run import ort_record
 
 ORIGINALS = (GPT2Attention._attn, GPT2Attention._upcast_and_reordered_attn)
 # Scales that divide by a tensor of the scores' dtype, as 4.25.1 does; the others divide by a Python float.

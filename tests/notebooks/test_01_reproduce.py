@@ -107,7 +107,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 
 def test_a_rerun_on_the_same_machine_changes_only_timings(reproduced, session_outputs: Path, tmp_path: Path):
-    from where223.study import compare
+    from where223.pipeline import compare
 
     reproduced("onnx_export")
     first = _snapshot(session_outputs)

@@ -8,7 +8,7 @@ from tests.conftest import TINY, load_json, run_name, run_notebook
 from where223.gpt2.runs import fix_name
 from where223.pipeline.paths import OUTPUTS
 from where223.pipeline.run import NotebookFailedError
-from where223.study.report import control_matrix, uncontrolled_checks
+from where223.study.fix.analysis import control_matrix, uncontrolled_checks
 
 pytestmark = pytest.mark.slow
 PATH, VARIANT = "onnx_export", "4.26"

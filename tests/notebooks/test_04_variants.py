@@ -12,7 +12,8 @@ from tests.conftest import load_json, run_notebook
 from where223.graph.ort import OrtVerdict
 from where223.pipeline.notebooks import is_clean
 from where223.pipeline.paths import NOTEBOOKS
-from where223.study import bench, ranking
+from where223.study.variants import analysis as ranking
+from where223.study.variants import run as bench
 
 pytestmark = pytest.mark.slow
 

@@ -259,7 +259,8 @@ def test_an_onnx_export_replaces_the_model_whole_or_not_at_all(tmp_path: Path, m
 def test_bench_variants_publishes_its_record_only_when_the_study_completes(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch):
     from where223 import cli
-    from where223.study import bench, ranking
+    from where223.study.variants import analysis as ranking
+    from where223.study.variants import run as bench
 
     def study(result: str):
         def run_study(settings, output_root, progress):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from where223.study import architectures
+from where223.study.architectures import analysis as architectures
 
 INSTALLED = metadata.version("transformers")
 
@@ -96,7 +96,7 @@ def _row_pitch_pt(png: Path, rows: int) -> float:
 
 def test_many_architectures_make_a_tall_figure_with_legible_rows(tmp_path, monkeypatch):
     from where223.figures import MIN_TEXT_PX, TEXT_SIZE, displayed_text_px
-    from where223.study import architectures_figure
+    from where223.study.architectures import figure as architectures_figure
 
     png = architectures_figure.draw(_many_records(143), tmp_path / "outcomes")[0]
     assert displayed_text_px(png) >= MIN_TEXT_PX
@@ -134,6 +134,7 @@ def _failed(model_type, release, first_line, stage="build", outcome="not_built")
 def _section_text(tmp_path, rows) -> str:
     """Section 6 of the write-up, written from the records `rows` through the summary as `make run` does."""
     from where223.study import report
+    from where223.study.architectures import section as architectures_section
 
     for row in rows:
         path = tmp_path / "architectures" / row["release"] / f"{row['model_type']}.json"
@@ -142,7 +143,7 @@ def _section_text(tmp_path, rows) -> str:
     architectures.summarize(tmp_path / "architectures")
     (tmp_path / "architectures" / "outcomes.png").write_bytes(b"")
     section = report.Report(tmp_path, [])
-    report.architectures(section)
+    architectures_section.section(section)
     return section.text()
 
 
@@ -167,9 +168,10 @@ def test_two_first_error_lines_are_two_groups_counted_in_architectures_per_relea
 
 
 def test_control_a_label_without_the_first_line_prints_two_groups_alike(tmp_path, monkeypatch):
-    from where223.study import report
+    from where223.study.architectures import section
 
-    monkeypatch.setattr(report, "outcome_labels", lambda groups: [f"{g['outcome']} at {g['operator']}" for g in groups])
+    monkeypatch.setattr(section, "outcome_labels", lambda groups: [f"{g['outcome']} at {g['operator']}"
+                                                                   for g in groups])
     shown = _other_outcomes(tmp_path, TWO_LINES)
     assert shown != TWO_GROUPS and [line.split(" (")[0] for line in shown] == ["- not_built at build"] * 2
 
@@ -190,15 +192,15 @@ def test_first_lines_that_differ_past_the_cut_are_two_groups_with_two_labels(tmp
     still two groups, and print whole so that their labels differ by what the lines say (not only by how many
     characters the cut left out, when one line is longer)."""
     from where223.errors import printable
-    from where223.study import report
+    from where223.study.architectures import section
 
     alike = "XModel requires " + "a library " * 13  # 146 characters in common, then the ends that differ
     rows = [_failed(model_type, "4.25.1", alike + end) for model_type, end in zip(("one", "two"), ends, strict=True)]
     expected = sorted(f"- not_built at build: `{alike + end!r}` (1 in 4.25.1)" for end in ends)
     assert sorted(_other_outcomes(tmp_path / "whole", rows)) == expected
     # control: labels cut without a look at each other show the same text before the cut
-    monkeypatch.setattr(report, "outcome_labels", lambda groups: [
-        f"{g['outcome']} at {g['operator']}: `{printable(g['what'], report.WHAT_LIMIT)}`" for g in groups])
+    monkeypatch.setattr(section, "outcome_labels", lambda groups: [
+        f"{g['outcome']} at {g['operator']}: `{printable(g['what'], section.WHAT_LIMIT)}`" for g in groups])
     cut = _other_outcomes(tmp_path / "cut", rows)
     assert sorted(cut) != expected and len({line.split("…")[0] for line in cut}) == 1
     # control: a key cut after 120 characters, as it once was, makes the two lines one group
@@ -272,7 +274,7 @@ def test_the_same_line_of_two_releases_groups_together_and_messages_name_the_ref
 def test_shrink_divides_widths_cuts_depths_caps_vocabularies_in_sub_configs_too():
     from transformers import BertConfig, CLIPConfig
 
-    from where223.study.architecture_cell import shrink_config
+    from where223.study.architectures.run import shrink_config
 
     config = BertConfig(pad_token_id=5000)
     changed = shrink_config(config, "small")
@@ -292,7 +294,7 @@ def test_inputs_follow_the_forward_signature():
     import torch
     from transformers import BartConfig, BartModel, ViTConfig, ViTModel
 
-    from where223.study.architecture_cell import model_inputs
+    from where223.study.architectures.run import model_inputs
 
     tiny = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "vocab_size": 64}
     bart = model_inputs(torch, BartModel(BartConfig(**tiny)), "bart")

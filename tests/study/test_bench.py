@@ -12,7 +12,8 @@ from where223.cli import BenchVariants, build_parser
 from where223.gpt2 import variants
 from where223.graph.ort import OrtVerdict
 from where223.pipeline.params import ParameterError
-from where223.study import bench, ranking
+from where223.study.variants import analysis as ranking
+from where223.study.variants import run as bench
 
 SUBSET = ("4.25", "4.26", "float+where_scalar", "float_cast+masked_fill")
 

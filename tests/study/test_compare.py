@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from where223 import cli
+from where223.pipeline import compare
 from where223.pipeline.paths import OUTPUTS, ROOT
-from where223.study import compare
 
 VERIFICATION = "tiny-cpu-bf16-onnx_export/fix-4.26/verification.json"
 SUMMARY = "architectures/summary.json"
@@ -135,7 +135,7 @@ def test_a_git_revision_is_read_from_the_repository():
 
 def test_compare_imports_no_torch(trees):
     reference, rerun = trees
-    code = ("import sys; from where223.study import compare; compare.compare(sys.argv[1], __import__('pathlib')"
+    code = ("import sys; from where223.pipeline import compare; compare.compare(sys.argv[1], __import__('pathlib')"
             ".Path(sys.argv[2])); print(sorted(m for m in ('torch', 'onnx', 'onnxruntime') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code, str(reference), str(rerun)], capture_output=True, text=True,
                           check=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from where223.study import divergence
-from where223.study.divergence import LineResult
+from where223.eager import divergence
+from where223.eager.divergence import LineResult
 
 
 class TwoInputs(torch.nn.Module):

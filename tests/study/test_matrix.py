@@ -13,8 +13,11 @@ import pytest
 from where223.graph.ort import OrtVerdict
 from where223.outcomes import Outcome
 from where223.pipeline import paths, records
-from where223.study import matrix, matrix_analysis, matrix_cell, matrix_figure
-from where223.sweep import exporters
+from where223.study.matrix import analysis as matrix
+from where223.study.matrix import analysis as matrix_analysis
+from where223.study.matrix import figure as matrix_figure
+from where223.study.matrix import run as matrix_cell
+from where223.sweep import exporters, stages
 
 ORT_WHERE = (
     "[ONNXRuntimeError] : 1 : FAIL : Load model from /tmp/m.onnx failed:Type Error: Type parameter (T) of "
@@ -105,7 +108,7 @@ def test_describe_error_keeps_type_message_and_cause() -> None:
         except ValueError as inner:
             raise RuntimeError("outer") from inner
     except RuntimeError as exc:
-        error = matrix_cell.describe_error(exc, "export")
+        error = stages.describe_error(exc, "export")
     assert error["stage"] == "export"
     assert error["type"] == "builtins.RuntimeError" and error["message"] == "outer"
     assert error["causes"] == [{"type": "ValueError", "message": "inner"}]
@@ -119,7 +122,7 @@ def test_warning_lines_are_distinct_and_capped() -> None:
         for i in range(3):
             warnings.warn("same\nsecond line", UserWarning, stacklevel=1)
             warnings.warn(f"other {i}", DeprecationWarning, stacklevel=1)
-    assert matrix_cell.warning_lines(caught, limit=3) == [
+    assert stages.warning_lines(caught, limit=3) == [
         "UserWarning: same",
         "DeprecationWarning: other 0",
         "DeprecationWarning: other 1",
@@ -334,7 +337,7 @@ def test_the_cell_imports_under_python_3_10() -> None:
         pytest.skip("this machine has no python3.10")
     env = {"PYTHONPATH": str(paths.ROOT / "src"), "PATH": "/usr/bin:/bin"}
     probe = (
-        "import where223.study.matrix_cell as m, where223.sweep.cell, where223.outcomes as o; "
+        "import where223.study.matrix.run as m, where223.sweep.cell, where223.outcomes as o; "
         "print(o.Outcome.NOT_RUN, f'{m.OrtVerdict.ACCEPTED}', m.OrtVerdict('where_type_error') == 'where_type_error')"
     )
     result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=env, check=False)

@@ -10,8 +10,8 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
-from where223.study.numerics import NOT_MEASURED, logits_difference, numerics_record, swapped_where
-from where223.study.verify import (
+from where223.eager.numerics import NOT_MEASURED, logits_difference, numerics_record, swapped_where
+from where223.study.fix.run import (
     FAIL,
     PASS,
     RepairPair,

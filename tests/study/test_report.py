@@ -11,6 +11,10 @@ from where223.gpt2 import runs
 from where223.pipeline.paths import OUTPUTS
 from where223.pipeline.run import PlannedRun, load_plan
 from where223.study import report
+from where223.study.architectures import section as architectures_section
+from where223.study.fix import analysis as fix_analysis
+from where223.study.fix import section as fix_section
+from where223.study.variants import section as variants_section
 
 DEFAULT = {**runs.DEFAULTS, "device": "cpu", "amp_dtype": "bf16"}
 
@@ -81,8 +85,9 @@ def torch_loaded_by(code: str) -> bool:
 RUN_SECTIONS = """
 from where223.pipeline.run import load_plan
 from where223.study import report
+from where223.study.fix import section as fix_section
 written = report.Report(report.OUTPUTS, load_plan())
-for section in (report.failure, report.cause, report.fix):
+for section in (report.failure, report.cause, fix_section.section):
     section(written)
 """
 
@@ -105,14 +110,14 @@ def verification_record(**verdicts: str) -> dict:
 
 def test_controls_table_and_the_checks_no_control_broke():
     record = verification_record(**{"4.25": "fail"})
-    assert report.control_matrix(record) == (
+    assert fix_analysis.control_matrix(record) == (
         ["check", "fix", "4.25", "release: swap_where"],
         [["lint", "pass", "fail", "—"], ["matches_release", "pass", "—", "fail"], ["divergence", "info", "—", "—"]],
     )
-    assert report.uncontrolled_checks(record) == []
+    assert fix_analysis.uncontrolled_checks(record) == []
     # control: a control that no longer breaks the lint check leaves it uncontrolled
-    assert report.uncontrolled_checks(verification_record(**{"4.25": "pass"})) == ["lint"]
-    assert report.uncontrolled_checks({"checks": record["checks"]}) == ["lint", "matches_release"]
+    assert fix_analysis.uncontrolled_checks(verification_record(**{"4.25": "pass"})) == ["lint"]
+    assert fix_analysis.uncontrolled_checks({"checks": record["checks"]}) == ["lint", "matches_release"]
 
 
 def test_the_controls_section_shows_each_numeric_check_on_every_control_that_ran_it():
@@ -126,10 +131,10 @@ def test_the_controls_section_shows_each_numeric_check_on_every_control_that_ran
     }
     line = ("- `fp32_inference` (tolerance 1e-05): fix 3e-08 (pass); c1 `weak` 2.71e-05 (fail); "
             "c2 `strong` 0.000484 (fail)")
-    assert report.control_margins(record) == [line]  # lint's value is not a number: no line
-    assert line in report.controls_section(record)
+    assert fix_analysis.control_margins(record) == [line]  # lint's value is not a number: no line
+    assert line in fix_analysis.controls_section(record)
     # control: with no control running the check there is nothing to show
-    assert report.control_margins({**record, "controls": []}) == []
+    assert fix_analysis.control_margins({**record, "controls": []}) == []
     # a check judged model by model: one line per model it judged
     per_model = {
         "checks": [{"name": "repaired_outputs", "value": {"the probe": 2.25}, "tolerance": {"the probe": 4},
@@ -138,7 +143,7 @@ def test_the_controls_section_shows_each_numeric_check_on_every_control_that_ran
                       "checks": [{"name": "repaired_outputs", "value": {"the probe": 212.75},
                                   "tolerance": {"the probe": 4}, "verdict": "fail"}]}],
     }
-    assert report.control_margins(per_model) == [
+    assert fix_analysis.control_margins(per_model) == [
         "- `repaired_outputs` on the probe (tolerance 4): fix 2.25 (pass); c1 `swapped` 213 (fail)"]
 
 
@@ -149,11 +154,11 @@ def test_a_check_that_judged_less_says_so_in_the_fix_table(outputs_copy):
     record = load_json(record_path)
     record["checks"][0].update(name="lint", verdict="pass", not_judged="3 type_not_allowed finding(s) (X:T)")
     record_path.write_text(json.dumps(record))
-    text = section_text(report.fix, outputs_copy)
+    text = section_text(fix_section.section, outputs_copy)
     assert "| pass (not judged: 3 type_not_allowed finding(s) (X:T)) |" in text
     record["checks"][0]["not_judged"] = ""  # control: a check that left nothing out shows its bare verdict
     record_path.write_text(json.dumps(record))
-    assert "not judged: 3 type_not_allowed" not in section_text(report.fix, outputs_copy)
+    assert "not judged: 3 type_not_allowed" not in section_text(fix_section.section, outputs_copy)
 
 
 def test_the_variant_section_title_names_only_the_cost_it_measured(outputs_copy):
@@ -161,14 +166,14 @@ def test_the_variant_section_title_names_only_the_cost_it_measured(outputs_copy)
     record = load_json(record_path)
     if any(isinstance(row.get("syncs_per_step"), (int, float)) for row in record["variants"].values()):
         pytest.skip("the committed variant study counted CUDA syncs")
-    title = section_text(report.variants, outputs_copy).splitlines()[0]
+    title = section_text(variants_section.section, outputs_copy).splitlines()[0]
     assert title == ("## 4. Tracing correctness against host-made tensors (host-device synchronisation not "
                      "measured): every way to write the two lines")
     # control: a study that counted CUDA synchronisations is titled by them
     for row in record["variants"].values():
         row.update(syncs_per_step=2.0, h2d_copies_per_step=1.0)
     record_path.write_text(json.dumps(record))
-    text = section_text(report.variants, outputs_copy)
+    text = section_text(variants_section.section, outputs_copy)
     assert text.splitlines()[0] == ("## 4. Tracing correctness against host-device synchronisation: every way to "
                                     "write the two lines")
     assert "`syncs/step` and `H2D/step` count CUDA synchronisations" in text
@@ -211,7 +216,7 @@ def test_the_report_follows_a_changed_record(outputs_copy):
     fix = report.Report(outputs_copy, load_plan()).fix_run()
     source = report.find_run(outputs_copy, fix.parameters)
     record_path = outputs_copy / source / runs.fix_name(fix.parameters["variant"]) / "verification.json"
-    before = section_text(report.fix, outputs_copy)
+    before = section_text(fix_section.section, outputs_copy)
     record = load_json(record_path)
     record["verdict"] = "fail"
     record["verdict_statement"] = "fail — 1 of 2 checks pass; failed: lint; not measured on cpu: a measured gap"
@@ -220,7 +225,7 @@ def test_the_report_follows_a_changed_record(outputs_copy):
     record["controls"] = [{"name": "control-x", "description": "built to break nothing", "breaks": [],
                            "checks": [{**check, "verdict": "pass"} for check in record["checks"]]}]
     record_path.write_text(json.dumps(record))
-    after = section_text(report.fix, outputs_copy)
+    after = section_text(fix_section.section, outputs_copy)
     assert after != before
     assert "Overall verdict: **fail** — 1 of 2 checks pass; failed: lint; not measured on cpu: a measured gap." in after
     assert "into transformers 9.99.9 and" in after
@@ -402,20 +407,23 @@ def test_the_architectures_section_states_what_the_records_hold():
 
 
 def test_control_counts_summed_over_releases_are_caught(architectures_copy, monkeypatch):
-    from where223.study import architectures
+    from where223.study.architectures import analysis as architectures
 
     def summed(group, releases):  # the old count: records of every release, for each release
         return {release: sum(map(len, group["by_release"].values())) for release in releases}
 
     monkeypatch.setattr(architectures, "architectures_per_release", summed)
-    problems = architecture_problems(section_text(report.architectures, architectures_copy), architectures_copy)
+    written = section_text(architectures_section.section, architectures_copy)
+    problems = architecture_problems(written, architectures_copy)
     assert any(p.startswith("other: ") and "but the records count" in p for p in problems)
     assert any(p.startswith("typed: ") and "counts" in p for p in problems)
 
 
 def test_control_labels_without_the_first_error_line_are_caught(architectures_copy, monkeypatch):
-    monkeypatch.setattr(report, "outcome_labels", lambda groups: [f"{g['outcome']} at {g['operator']}" for g in groups])
-    problems = architecture_problems(section_text(report.architectures, architectures_copy), architectures_copy)
+    monkeypatch.setattr(architectures_section, "outcome_labels",
+                        lambda groups: [f"{g['outcome']} at {g['operator']}" for g in groups])
+    written = section_text(architectures_section.section, architectures_copy)
+    problems = architecture_problems(written, architectures_copy)
     assert "other: label printed twice: - not_built at build" in problems
 
 
@@ -431,7 +439,8 @@ def test_control_a_record_the_summary_does_not_reflect_is_caught(architectures_c
     refused["outcome"] = "accepted"
     path = architectures_copy / "architectures" / refused["release"] / f"{refused['model_type']}.json"
     path.write_text(json.dumps(refused))
-    problems = architecture_problems(section_text(report.architectures, architectures_copy), architectures_copy)
+    written = section_text(architectures_section.section, architectures_copy)
+    problems = architecture_problems(written, architectures_copy)
     kinds = {p.split(":", 1)[0] for p in problems}
     assert kinds == {"table", "other", "typed"}, problems
     assert any("but the records make" in p for p in problems)
@@ -462,6 +471,7 @@ def test_a_section_per_notebook_and_every_link_resolves():
 def test_control_a_missing_section_or_file_is_caught(outputs_copy, monkeypatch):
     (outputs_copy / "matrix" / "NOTES.md").unlink()
     assert structure_problems(report.build(outputs_copy), outputs_copy) == ["links to missing matrix/NOTES.md"]
-    monkeypatch.setattr(report, "SECTIONS", [s for s in report.SECTIONS if s is not report.architectures])
+    kept = [s for s in report.sections() if s is not architectures_section.section]
+    monkeypatch.setattr(report, "sections", lambda: kept)
     assert structure_problems(report.build(outputs_copy), outputs_copy)[:2] == [
         "sections numbered ['1', '2', '3', '4', '5'] for 6 notebooks", "no link to an executed 06_architectures"]

@@ -1,4 +1,4 @@
-"""Each check of `where223.study.verify` driven to pass and to fail on small synthetic inputs."""
+"""Each check of `where223.study.fix.run` driven to pass and to fail on small synthetic inputs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from onnx import TensorProto, helper, numpy_helper
 from where223.gpt2 import reproduce, training
 from where223.graph.lint import Binding, FindingKind, LintReport, Violation
 from where223.graph.repair import repair
-from where223.study import report as report_module
-from where223.study import verify
-from where223.study.verify import FAIL, NOT_MEASURED, PASS, Check, RepairedOutputs
+from where223.study.fix import analysis as fix_analysis
+from where223.study.fix import run as verify
+from where223.study.fix.run import Check, RepairedOutputs
+from where223.verdicts import FAIL, NOT_MEASURED, PASS
 
 EXECUTED = {"fallback_policy": "FALLBACK_DISABLE", "fallback_pending": False, "execution_agent": "TrainingAgent",
             "inference_session": "InferenceSession"}
@@ -57,11 +58,11 @@ def test_lint_check_says_in_its_verdict_which_findings_it_did_not_judge():
     statement = verify.summary([check], "cpu")["verdict_statement"]
     assert statement == ("pass — 1 of 1 checks pass; lint did not judge 2 type_not_allowed finding(s) "
                          "(ConstantOfShape:T2); nothing asked went unmeasured")
-    assert report_module.verdict_cell(check.to_dict()) == (
+    assert fix_analysis.verdict_cell(check.to_dict()) == (
         "pass (not judged: 2 type_not_allowed finding(s) (ConstantOfShape:T2))")
     # control: a clean report leaves nothing unjudged, and is clean by the same definition
     clean = verify.lint_check(lint_report())
-    assert clean.not_judged == "" and clean.value["lint_clean"] is True and report_module.verdict_cell(
+    assert clean.not_judged == "" and clean.value["lint_clean"] is True and fix_analysis.verdict_cell(
         clean.to_dict()) == "pass"
 
 

@@ -35,7 +35,7 @@ def test_the_committed_spaces_are_the_matrix_and_the_architecture_sweep():
 
 
 def test_the_model_types_listed_are_the_installed_transformers_mappings():
-    from where223.study.architectures import MODEL_TYPES, model_types
+    from where223.study.architectures.analysis import MODEL_TYPES, model_types
 
     listed = [line for line in MODEL_TYPES.read_text().splitlines() if line and not line.startswith("#")]
     assert listed == model_types()

@@ -100,3 +100,19 @@ def example_batch(dataset: torch.utils.data.Dataset, batch_size: int) -> dict[st
 def first_batch(name: str, batch_size: int, seq_len: int, vocab_size: int, seed: int) -> dict[str, torch.Tensor]:
     """The first `batch_size` examples of dataset `name` as one batch (the example batch of every run)."""
     return example_batch(load_dataset(name, batch_size, seq_len, vocab_size, seed), batch_size)
+
+
+# Head size 20, whose square root bfloat16 and float16 cannot hold; weights large enough that the scores,
+# and so a change in their last bit, survive the softmax (GPT-2's 0.02 leaves them near zero).
+PROBE_CONFIG: dict[str, float] = {"n_layer": 1, "n_head": 2, "n_embd": 40, "initializer_range": 0.5}
+
+
+def probe_model(seed: int, device: str) -> tuple[GPT2ForSequenceClassification, dict[str, torch.Tensor]]:
+    """The probe (PROBE_CONFIG, weights from `seed`) in eval mode on `device`, and its batch of 2 x 8 synthetic
+    tokens: the model on which a fix's bitwise checks and the variant study's numerics look at the scale."""
+    torch.manual_seed(seed)
+    config = make_config("tiny", dropout=False)
+    config.update(PROBE_CONFIG)
+    probe = GPT2ForSequenceClassification(config).to(device).eval()
+    batch = first_batch("synthetic", 2, 8, config.vocab_size, seed)
+    return probe, {key: value.to(device) for key, value in batch.items()}

@@ -23,6 +23,7 @@ from transformers import GPT2ForSequenceClassification
 
 from where223.gpt2 import models, runs
 from where223.gpt2.export import autocast, export_onnx, output_to, stable_doc_strings
+from where223.gpt2.runs import EXPORTED_MODEL
 from where223.graph.ort import OrtVerdict, judge_message, load_session
 from where223.pipeline import environment
 from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
@@ -31,7 +32,6 @@ from where223.pipeline.records import portable_text
 
 PATHS = runs.PATHS
 OPSETS = (14, 15, 16, 17)
-EXPORTED_MODEL = "model.onnx"
 ORTMODULE_EXPORT = "ortmodule_torch_exported_training.onnx"
 # The record's status, from ONNX Runtime's verdict on what the path ran (notebooks and report read it).
 REPRODUCED, NOT_REPRODUCED, OTHER_ERROR = "reproduced", "not reproduced", "other error"

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from where223.pipeline.paths import run_name as join_run_name
 from where223.pipeline.paths import slug
 
+EXPORTED_MODEL = "model.onnx"  # the unfixed export a reproduction run leaves in its folder
+
 PATHS: tuple[str, ...] = ("ort_trainer", "ortmodule", "onnx_export")
 # Always in the name, in this order.
 NAMED_BY: tuple[str, ...] = ("preset", "device", "amp_dtype", "path")

@@ -6,7 +6,7 @@ tracing under autocast), 4.26 kept 4.25 and cast the scores to their own dtype i
 `patched_attention(name)` replaces `GPT2Attention._attn` and `_upcast_and_reordered_attn` of transformers
 4.25.1 with this module's implementation for one variant, and restores the originals on exit.
 Besides the historic three, `STUDY` registers the combinations the variant study measures
-(`where223.study.bench`); `where223.gpt2.releases` checks the historic ones against the real releases.
+(`where223.study.variants.run`); `where223.gpt2.releases` checks the historic ones against the real releases.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ HISTORIC: dict[str, Variant] = {
     "4.26": Variant("4.26", "full", "full_to_cast", "transformers 4.26 (PR 20656): 4.25 + cast inside where"),
 }
 VARIANTS: dict[str, Variant] = dict(HISTORIC)
-# The combinations the variant study measures besides the historic three (where223.study.bench says why
+# The combinations the variant study measures besides the historic three (where223.study.variants.run says why
 # these and not the other scale x mask pairs). Named scale+mask.
 _STUDY_COMBINATIONS = (
     ("float", "masked_fill", "no tensor in either line: a Python float, masked_fill with a Python scalar"),
@@ -163,7 +163,7 @@ STUDY: dict[str, Variant] = {
 VARIANTS.update(STUDY)
 
 
-# Negative controls of `where223.study.verify`: variants built to break its checks, never offered as fixes
+# Negative controls of `where223.study.fix.run`: variants built to break its checks, never offered as fixes
 # (not in VARIANTS, so no study or test of the fixes iterates them; `patched_attention` still applies them).
 CONTROLS: dict[str, Variant] = {
     "control-wrong-scale": Variant(

@@ -39,11 +39,19 @@ _SUBMODULE_OF: dict[str, str] = {
     "RepairError": "repair",
     "Change": "repair",
     "save_model": "repair",
-    # a node's dtype-labelled neighbourhood
+    # figures: a node's dtype-labelled neighbourhood, two graphs side by side, precision by layer, marked nodes
     "draw_neighbourhood": "draw",
+    "draw_before_after": "draw",
+    "draw_precision_summary": "draw",
+    "draw_node_marks": "draw",
+    # Netron in the notebook: a node's neighbourhood as its own model, served from loopback
+    "extract_neighbourhood": "netron_view",
+    "start_netron": "netron_view",
+    "stop_netron": "netron_view",
 }
 # public name -> its name in the submodule, where the two differ
-_DEFINED_AS: dict[str, str] = {"blame_node": "blame", "repair_model": "repair"}
+_DEFINED_AS: dict[str, str] = {"blame_node": "blame", "repair_model": "repair", "start_netron": "start",
+                                "stop_netron": "stop"}
 
 __all__ = list(_SUBMODULE_OF)
 

@@ -3,9 +3,9 @@
 A worker entry point, not a `where223` command: the cell runs in its stack's own interpreter, which need not
 hold the project's environment (started by `where223.sweep.worker`). It runs the cell's
 model with its recipe, exporter, opset and mode, and writes one record: the cell's `key`, its stack's facts and
-what the model's runner found. `gpt2-tiny` is the version matrix's tiny GPT-2 (`where223.study.matrix_cell`); a
+what the model's runner found. `gpt2-tiny` is the version matrix's tiny GPT-2 (`where223.study.matrix.run`); a
 `control-*` model is one of the engine's controls (`where223.sweep.controls`); any other model is a transformers
-model type (`where223.study.architecture_cell`). Imports only the standard library at module level, so it starts
+model type (`where223.study.architectures.run`). Imports only the standard library at module level, so it starts
 in every stack, Python 3.10's among them.
 """
 
@@ -46,14 +46,14 @@ def run(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dict[str
     _pin_threads()
     recipe = RECIPES[key["recipe"]]
     if model == GPT2:
-        from where223.study import matrix_cell
+        from where223.study.matrix import run as matrix_cell
 
         return matrix_cell.run(
             stack["torch"], stack["transformers"], key["exporter"], onnx_path, recipe, key["opset"], key["mode"]
         )
     import warnings
 
-    from where223.study import architecture_cell
+    from where223.study.architectures import run as architecture_cell
 
     warnings.filterwarnings("ignore")  # the export's warnings are recorded by architecture_cell, not printed
     return architecture_cell.run(

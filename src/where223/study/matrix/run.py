@@ -17,11 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import platform
-import sys
-import time
-import traceback
 import warnings
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +26,8 @@ from where223.outcomes import Outcome, from_verdict
 from where223.pipeline.environment import package_versions
 from where223.sweep.exporters import EXPORTERS, NotApplicable, resolve_opset
 from where223.sweep.recipes import RECIPES, Recipe
+from where223.sweep.stages import MESSAGE_LIMIT, describe_error, time_stage, warning_lines
 
-MESSAGE_LIMIT = 20_000
 PACKAGES = (
     "torch",
     "transformers",
@@ -53,22 +49,6 @@ TINY_CONFIG: dict[str, int] = {
 }
 
 
-def stage(name: str) -> None:
-    """Announce a stage on stderr, so the driver can tell where a crashed cell died."""
-    sys.stderr.write(f"WHERE223_STAGE {name}\n")
-    sys.stderr.flush()
-
-
-def time_stage(record: dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
-    """Announce stage `name`, run `fn` and keep its seconds in `record["timings_s"]` (even when it raises)."""
-    stage(name)
-    start = time.perf_counter()
-    try:
-        return fn()
-    finally:
-        record["timings_s"][name] = round(time.perf_counter() - start, 2)
-
-
 def binding_record(binding: TypeBinding, message: str) -> dict[str, Any]:
     """A type binding as the cells record it: op, parameter, node, element and ONNX types, the message."""
     return {
@@ -79,38 +59,6 @@ def binding_record(binding: TypeBinding, message: str) -> dict[str, Any]:
         "onnx_types": list(binding.bound_types),
         "message": message,
     }
-
-
-def describe_error(exc: BaseException, where: str) -> dict[str, Any]:
-    """Exception type and message verbatim (capped), its cause chain, and the traceback tail."""
-    message = str(exc)
-    if len(message) > MESSAGE_LIMIT:
-        message = message[:MESSAGE_LIMIT] + f"\n... [{len(str(exc)) - MESSAGE_LIMIT} more characters]"
-    causes = []
-    seen = {id(exc)}
-    cause = exc.__cause__ or exc.__context__
-    while cause is not None and id(cause) not in seen and len(causes) < 5:
-        seen.add(id(cause))
-        causes.append({"type": type(cause).__name__, "message": str(cause)[:MESSAGE_LIMIT]})
-        cause = cause.__cause__ or cause.__context__
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {
-        "stage": where,
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": message,
-        "causes": causes,
-        "traceback_tail": "\n".join(tb.strip().splitlines()[-25:]),
-    }
-
-
-def warning_lines(caught: Sequence[warnings.WarningMessage], limit: int = 10) -> list[str]:
-    """Distinct `Category: first line` of the warnings an export raised, in order, at most `limit`."""
-    lines: list[str] = []
-    for w in caught:
-        text = f"{w.category.__name__}: {str(w.message).strip().splitlines()[0] if str(w.message).strip() else ''}"
-        if text not in lines:
-            lines.append(text)
-    return lines[:limit]
 
 
 def classify(error: dict[str, Any]) -> OrtJudgement:

@@ -1,6 +1,6 @@
 """The variant study's records ranked and tabulated: what reads measurements only, never torch.
 
-`where223.study.bench` measures (torch); this module turns its rows into tracing levels, sync costs, the
+`where223.study.variants.run` measures (torch); this module turns its rows into tracing levels, sync costs, the
 recommendation, each variant's shortfalls and the table, so that the report and the figures, which only read the
 JSON record, import no torch.
 """
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from where223.graph.ort import OrtVerdict
+from where223.verdicts import NOT_MEASURED
 
 BASELINE = "4.25"
-NOT_MEASURED = "not measured"
 ORT_STATUSES: dict[OrtVerdict, str] = {
     OrtVerdict.ACCEPTED: "ONNX Runtime created a session",
     OrtVerdict.WHERE_TYPE_ERROR: "ONNX Runtime refused the Where node's types",

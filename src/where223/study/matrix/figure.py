@@ -1,7 +1,7 @@
 """The version-matrix heatmap drawn from `outputs/matrix/matrix.json`.
 
 Everything shown is computed from the recorded cells: outcome by colour, a short label of each cell's first error
-(`where223.study.matrix_analysis`, which also states the conclusions), one panel per exporter; nothing is typed
+(`where223.study.matrix.analysis`, which also states the conclusions), one panel per exporter; nothing is typed
 by hand.
 """
 
@@ -16,7 +16,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from where223.figures import HEADING_SIZE, LABEL_SIZE, OUTCOME_COLOURS, TEXT_SIZE, new_figure, save_figure
 from where223.outcomes import Outcome
-from where223.study.matrix_analysis import cell_label, grid
+from where223.study.matrix.analysis import cell_label, grid
 
 # The other refusals are told apart by shade of orange, one per distinct label (in order of first appearance).
 SHADED_OUTCOMES: tuple[str, ...] = (Outcome.TYPE_ERROR, Outcome.MISSING_KERNEL, Outcome.OTHER_ERROR)

@@ -15,7 +15,7 @@ stack's transformers release first on PYTHONPATH, which no running process can d
 3. exports it on CPU under bf16 autocast in training mode at opset 17 with the Python stacks kept in the nodes'
    doc strings (`where223.gpt2.export`'s settings, for any module and inputs);
 4. asks ONNX Runtime (`where223.graph.ort.judge`), lints the graph, blames every type-binding conflict's node,
-   and joins the eager dtypes with the graph (`where223.study.divergence`).
+   and joins the eager dtypes with the graph (`where223.eager.divergence`).
 
 Every stage that fails is recorded with its reason; the record is written only when the cell ends.
 """
@@ -34,9 +34,9 @@ from where223 import files
 from where223.graph.ort import refused_node
 from where223.outcomes import Outcome, from_verdict
 from where223.pipeline import records
-from where223.study.matrix_cell import describe_error, time_stage, warning_lines
 from where223.sweep.exporters import EXPORTERS, NotApplicable
 from where223.sweep.recipes import RECIPES, Recipe
+from where223.sweep.stages import describe_error, time_stage, warning_lines
 
 DEVICE = "cpu"
 BATCH = 2
@@ -382,9 +382,9 @@ def lint_findings(onnx_path: Path) -> dict[str, Any]:
 def blame_nodes(onnx_path: Path, findings: list[dict[str, Any]], named_by_ort: str | None) -> list[dict[str, Any]]:
     """The innermost frame outside torch (file:line, code) of the node ONNX Runtime names and of each type-binding
     conflict's node (the model's line; a functional such as `layer_norm` is torch's own and names no model)."""
+    from where223.eager.divergence import source_code
     from where223.graph.blame import blame
     from where223.graph.lint import FindingKind
-    from where223.study.divergence import source_code
 
     conflicts = [f for f in findings if f["kind"] == FindingKind.BINDING_CONFLICT]
     targets = {finding["node"]: finding for finding in conflicts[:BLAME_LIMIT]}
@@ -531,7 +531,7 @@ def _diagnose(
     recipe: Recipe,
 ) -> None:
     """Lint, blame and divergence: each recorded, or the reason it could not be computed."""
-    from where223.study.divergence import divergence_report
+    from where223.eager.divergence import divergence_report
 
     try:
         record["lint"] = timed("lint", lambda: lint_findings(onnx_path))

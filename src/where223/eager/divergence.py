@@ -7,7 +7,7 @@ graph (onnx type inference); it joins the two by source line and layer, and list
 has another floating dtype in the graph than in eager PyTorch, in graph order, the first one marked.
 
 Nothing here knows GPT-2: notebook 02 and `verify` point it at the case, the architecture sweep
-(`where223.study.architecture_cell`) at every transformers model type. It needs the export's node doc strings
+(`where223.study.architectures.run`) at every transformers model type. It needs the export's node doc strings
 (`torch.onnx.export(..., verbose=True)`) and reads the graph with `where223.graph` (which stays torch-free).
 
 A line's result is the last floating tensor it produces: eagerly, the last op called from that line in one

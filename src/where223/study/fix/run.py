@@ -4,7 +4,7 @@ to break them, and `verify_fix` running them all.
 A check that cannot fail proves nothing: every check that passes for the fix is run again on a control made
 to break it (the unfixed attention, a variant that changes eager numbers, two wrong scales, a weak and a strong
 one, dropout on in both ORTModule and PyTorch, a wrong graph repair, perturbed graphs), and `verification.json`
-keeps the controls' verdicts and values beside the fix's. `where223.study.report.uncontrolled_checks` names any
+keeps the controls' verdicts and values beside the fix's. `where223.study.fix.analysis.uncontrolled_checks` names any
 check that passed without a failing control. A check says what it left out of its verdict (`not_judged`) and
 what it could not measure (`not_measured`); the overall verdict repeats both. A failing verdict is a result,
 written like a passing one.
@@ -26,28 +26,26 @@ import torch
 import transformers
 from onnx import numpy_helper
 
-from where223 import figures
-from where223.gpt2 import export, releases, reproduce, training, variants
-from where223.gpt2.export import autocast
-from where223.gpt2.reproduce import NOT_REPRODUCED
-from where223.graph import draw, lint, repair
-from where223.graph.lint import FindingKind, LintReport
-from where223.graph.ort import OrtVerdict, classify, judge, load_session
-from where223.graph.repair import Change
-from where223.graph.types import model_types
-from where223.pipeline import environment, records
-from where223.study import divergence
-from where223.study.bench import probe_model
-from where223.study.numerics import (
+from where223.eager import divergence
+from where223.eager.numerics import (
     NotMeasured,
     logits_difference,
     numerics_record,
     reduced_precision_logits,
     swapped_where,
 )
+from where223.gpt2 import export, models, releases, reproduce, training, variants
+from where223.gpt2.export import autocast
+from where223.gpt2.reproduce import NOT_REPRODUCED
+from where223.graph import lint, repair
+from where223.graph.lint import FindingKind, LintReport
+from where223.graph.ort import OrtVerdict, classify, judge, load_session
+from where223.graph.repair import Change
+from where223.graph.types import model_types
+from where223.pipeline import environment, records
+from where223.study.fix.record import FIXED_MODEL, FP32_MODEL, REPAIRED_MODEL
+from where223.verdicts import FAIL, INFO, NOT_MEASURED, PASS, verdict
 
-PASS, FAIL = "pass", "fail"
-NOT_MEASURED = "not measured"
 # ORTModule's session stage, which a bf16 graph on CPU reaches once the Where type check passes.
 SESSION_FRAME = ":_create_execution_agent"
 # Float initializers with more elements than this are weights, compared by dtype and shape only.
@@ -97,10 +95,6 @@ class Control:
             "breaks": self.breaks,
             "checks": [check.to_dict() for check in self.checks],
         }
-
-
-def verdict(ok: bool) -> str:
-    return PASS if ok else FAIL
 
 
 def _last_line(message: str | None) -> str:
@@ -239,11 +233,11 @@ def eager_checks(settings: reproduce.ReproduceSettings, variant: str) -> list[Ch
     """(c) Eager equality on the run's preset and on the probe (a head size whose root the dtype cannot hold)."""
     model = settings.build_model(dropout=False).eval()
     batch = settings.build_batch()
-    probe, probe_batch = probe_model(settings.seed, settings.device)
-    models = [("eager_bitwise", model, batch), ("eager_bitwise_probe", probe, probe_batch)]
-    references = [eager_outputs(m, b, settings.device, settings.amp_dtype) for _, m, b in models]
+    probe, probe_batch = models.probe_model(settings.seed, settings.device)
+    cases = [("eager_bitwise", model, batch), ("eager_bitwise_probe", probe, probe_batch)]
+    references = [eager_outputs(m, b, settings.device, settings.amp_dtype) for _, m, b in cases]
     checks = []
-    for (name, module, inputs), reference in zip(models, references, strict=True):
+    for (name, module, inputs), reference in zip(cases, references, strict=True):
         with variants.patched_attention(variant):
             patched = eager_outputs(module, inputs, settings.device, settings.amp_dtype)
         head = module.config.n_embd // module.config.n_head
@@ -541,7 +535,7 @@ def divergence_check(before: dict[str, Any], after: dict[str, Any]) -> Check:
         "Which eager-versus-graph dtype divergences remain after the fix?",
         {"before": before["count"], "after": after["count"]},
         "informational",
-        "info",
+        INFO,
         "left in place: " + ("; ".join(left) if left else "none"),
     )
 
@@ -584,7 +578,7 @@ def export_numerics(
 ) -> dict[str, Any]:
     """The fixed and the repaired exports' reduced-precision logits against eager autocast logits (the fixed
     one against the patched code's, the repaired one against unpatched transformers'), in max |difference|
-    and spacings of the autocast dtype: emulated bf16 on a CPU (`where223.study.numerics`)."""
+    and spacings of the autocast dtype: emulated bf16 on a CPU (`where223.eager.numerics`)."""
     batch = settings.build_batch()
     model = settings.build_model(dropout=False).eval()
     unpatched = eager_logits_of(model, batch, settings.device, settings.amp_dtype)
@@ -637,7 +631,7 @@ class RepairPair:
 def probe_repair_pair(settings: reproduce.ReproduceSettings, variant: str, out_dir: Path) -> RepairPair:
     """The probe (head size 20: its scale inexact in bf16/fp16, its scores large enough to reach the logits),
     exported unfixed and repaired, and exported with `variant`, into `out_dir`."""
-    probe, batch = probe_model(settings.seed, "cpu")
+    probe, batch = models.probe_model(settings.seed, "cpu")
     unfixed = export.export_onnx(probe, batch, out_dir / "probe-unfixed.onnx", settings.opset, settings.device,
                                  settings.amp_dtype)
     with variants.patched_attention(variant):
@@ -798,7 +792,6 @@ def summary(checks: list[Check], device: str = "cpu") -> dict[str, Any]:
     }
 
 
-FIXED_MODEL, FP32_MODEL, REPAIRED_MODEL = "model.onnx", "model-fp32.onnx", "repaired.onnx"
 UNFIXED_VARIANT, NUMERICS_VARIANT, WRONG_SCALE_VARIANT = "4.25", "float+masked_fill", "control-wrong-scale"
 WEAK_SCALE_VARIANT = "control-head-size-scale"
 
@@ -984,25 +977,3 @@ def verify_fix(
     }
     records.write_json(fix_dir / "verification.json", verification)
     return verification
-
-
-def draw_fix(
-    settings: reproduce.ReproduceSettings,
-    verification: dict[str, Any],
-    source_dir: Path,
-    fix_dir: Path,
-    hops: int = 2,
-) -> list[Path]:
-    """Notebook 03's figures of a `verify_fix` run: the rejected Where before and after the fix, the graph
-    repair beside the fix, and the fp32 losses; their PNGs, in that order (each has an SVG beside it)."""
-    rejected = reproduce.read_record(settings, source_dir)["error"]["type_binding"]["node"]
-    fixed_where = rejected.replace("/_original_module", "")  # the fixed export is a plain torch.onnx.export
-    fixed, variant = fix_dir / FIXED_MODEL, verification["variant"]
-    draw.draw_before_after(source_dir / reproduce.EXPORTED_MODEL, fixed, rejected, fixed_where,
-                           fix_dir / "before_after", titles=("4.25.1 as released", f"patched: {variant}"), hops=hops)
-    draw.draw_before_after(fix_dir / REPAIRED_MODEL, fixed, rejected, fixed_where, fix_dir / "repaired_vs_patched",
-                           titles=("graph repair (Cast inserted)", f"source fix: {variant}"), hops=hops)
-    losses = verification["losses"]
-    figures.loss_curves({"PyTorch eager": losses["eager"], "ORTModule (patched)": losses["ortmodule"]},
-                        fix_dir / "losses", title=f"fp32 training, {settings.preset}, dropout off")
-    return [fix_dir / f"{stem}.png" for stem in ("before_after", "repaired_vs_patched", "losses")]

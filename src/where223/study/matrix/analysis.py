@@ -1,7 +1,12 @@
-"""What the version matrix's cells say: a short label of each cell's first error, and the conclusions.
+"""What the version matrix's cells say: `matrix.json` from the cell records, a short label of each cell's first
+error, and the conclusions.
 
-Reads the recorded cells only (no matplotlib, no torch), so the matrix driver labels its progress lines and the
-report states its findings with the same words the heatmap (`where223.study.matrix_figure`) shows.
+`spaces/matrix.yaml` is the sweep (`where223 sweep --space spaces/matrix.yaml`, `make sweep`): one stack per torch
+environment and transformers release (`spaces/stacks.yaml`), the tiny GPT-2 of `where223.study.matrix.run` in
+each, both exporters. Each cell's record lands at `outputs/matrix/cells/<torch>-<transformers>-<exporter>.json`;
+`aggregate` writes `outputs/matrix/matrix.json` from them (and refreshes the figures of `NOTES.md` beside it).
+Reads the recorded cells only (no matplotlib, no torch), so the report states its findings with the same words
+the heatmap (`where223.study.matrix.figure`) shows.
 """
 
 from __future__ import annotations
@@ -9,11 +14,13 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
+from where223 import files
 from where223.graph.ort import (
     INFERENCE,
     INVALID_TYPE,
@@ -24,6 +31,8 @@ from where223.graph.ort import (
     named_nodes,
 )
 from where223.outcomes import Outcome
+from where223.pipeline import environment, paths, publish, records
+from where223.sweep.worker import now
 
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float": "fp32", "double": "fp64"}
 
@@ -202,7 +211,7 @@ def replacements(matrix: dict[str, Any]) -> list[str]:
 
 
 # outputs/matrix/NOTES.md: the prose is written by hand, the figures between these markers come from the cells.
-NOTES_BEGIN = "<!-- begin: generated from matrix.json by where223.study.matrix_analysis.notes_section -->"
+NOTES_BEGIN = "<!-- begin: generated from matrix.json by where223.study.matrix.analysis.notes_section -->"
 NOTES_END = "<!-- end: generated -->"
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:home|root|tmp|work|usr|opt|Users|var)/")
 
@@ -429,3 +438,43 @@ def _number_dependence(
 def _name_order(name: str) -> tuple[str, int]:
     match = NUMBERED_NAME.match(name)
     return (match["op"], int(match["number"])) if match else (name, 0)
+
+EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
+MATRIX_OUT: Path = paths.OUTPUTS / "matrix"
+
+
+def load_cells(out_dir: Path = MATRIX_OUT) -> list[dict[str, Any]]:
+    """Every cell record under `out_dir/cells`, sorted by name."""
+    return [records.read_json(p) for p in sorted((out_dir / "cells").glob("*.json"))]
+
+
+def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
+    """Build and write `matrix.json` from the cell records (axes, counts, per-env versions, cells); refresh the
+    figures of `NOTES.md` beside it (`matrix_analysis.update_notes`)."""
+    cells = load_cells(out_dir)
+    envs: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        versions = cell.get("versions")
+        if versions:
+            envs.setdefault(cell["torch_requested"], {k: v for k, v in versions.items() if k != "transformers"})
+    torch_axis = sorted({c["torch_requested"] for c in cells}, key=version_key)
+    tf_axis = sorted({c["transformers_requested"] for c in cells}, key=version_key)
+    exporters = [e for e in EXPORTERS if any(c["exporter"] == e for c in cells)]
+    matrix = {
+        "description": (
+            "Tiny GPT-2 (random weights) exported to ONNX under torch.autocast('cpu', torch.bfloat16), "
+            "then loaded and run with onnxruntime's CPU provider"
+        ),
+        "axes": {"torch": torch_axis, "transformers": tf_axis, "exporter": exporters},
+        "counts": dict(Counter(c["outcome"] for c in cells)),
+        "driver_environment": environment.describe(),
+        "cell_environments": envs,
+        "updated_at": now(),
+        "cells": cells,
+    }
+    publish.write_record(out_dir / "matrix.json", matrix, out_dir.parent)
+    notes = out_dir / "NOTES.md"
+    with publish.outputs_lock(out_dir.parent, wait=True):
+        if notes.is_file():  # its figures follow the cells
+            files.write_atomic(notes, update_notes(notes.read_text(), matrix))
+    return matrix

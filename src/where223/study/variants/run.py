@@ -16,7 +16,7 @@ Every measured variant (`MEASURED`, registered in `where223.gpt2.variants`) gets
 The eager parts need only torch and transformers 4.25.1 (plus this package's pure-Python modules), so
 `benchmarks/bench_variants_gpu.py` runs them on a GPU machine alone; onnx, onnxruntime and the linter are
 imported only by the export checks. What only reads the rows (tracing levels, sync cost, the recommendation,
-the table) is `where223.study.ranking`, which imports no torch.
+the table) is `where223.study.variants.analysis`, which imports no torch.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from where223.gpt2.export import autocast
 from where223.graph.ort import judge
 from where223.pipeline import environment, paths, records
 from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
-from where223.study.ranking import (
+from where223.study.variants.analysis import (
     BASELINE,
     MIN_ROUNDS,
     NOT_MEASURED,
@@ -53,6 +53,7 @@ from where223.study.ranking import (
     trace_correct,
     tracing_level,
 )
+from where223.study.variants.record import output_path
 
 MEASURED: tuple[str, ...] = (
     "4.25",
@@ -92,9 +93,6 @@ SKIPPED: dict[str, str] = {
         "the same lines as a measured variant plus one redundant cast, or the same double-typed fill value"
     ),
 }
-# Head size 20, whose square root bfloat16 and float16 cannot hold; weights large enough that the scores,
-# and so a change in their last bit, survive the softmax (GPT-2's 0.02 leaves them near zero).
-PROBE_CONFIG: dict[str, float] = {"n_layer": 1, "n_head": 2, "n_embd": 40, "initializer_range": 0.5}
 _HOST_FACTORIES = frozenset({"full", "zeros", "ones", "empty", "arange", "scalar_tensor"})
 
 
@@ -158,11 +156,6 @@ def head_size(preset: str) -> int:
     return config.n_embd // config.n_head
 
 
-def output_path(device: str, output_root: str | Path | None = None) -> Path:
-    """`outputs/variants/variants-<device>.json` (under `output_root` when given)."""
-    return paths.run_dir("variants", output_root or None) / f"variants-{device}.json"
-
-
 def _batch(preset_vocab: int, batch_size: int, seq_len: int, seed: int, device: str) -> dict[str, torch.Tensor]:
     batch = models.first_batch("synthetic", batch_size, seq_len, preset_vocab, seed)
     return {key: value.to(device) for key, value in batch.items()}
@@ -212,22 +205,11 @@ def _probe_outputs(probe: torch.nn.Module, batch: dict[str, torch.Tensor], setti
     return (out.logits, *out.attentions)
 
 
-def probe_model(seed: int, device: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    """The probe (PROBE_CONFIG, weights from `seed`) in eval mode on `device`, and its batch of 2 x 8 tokens."""
-    from transformers import GPT2ForSequenceClassification
-
-    torch.manual_seed(seed)
-    config = models.make_config("tiny", dropout=False)
-    config.update(PROBE_CONFIG)
-    probe = GPT2ForSequenceClassification(config).to(device).eval()
-    return probe, _batch(config.vocab_size, 2, 8, seed, device)
-
-
 def eager_checks(settings: StudySettings) -> dict[str, dict[str, Any]]:
     """Per variant: logits bitwise equal to unpatched 4.25.1 (preset and probe), host-made tensors/forward."""
     model = models.build_model(settings.preset, settings.seed, dropout=False).to(settings.device).eval()
     batch = _batch(model.config.vocab_size, settings.batch_size, settings.seq_len, settings.seed, settings.device)
-    probe, probe_batch = probe_model(settings.seed, settings.device)
+    probe, probe_batch = models.probe_model(settings.seed, settings.device)
     reference, probe_reference = _logits(model, batch, settings), _probe_outputs(probe, probe_batch, settings)
     results: dict[str, dict[str, Any]] = {}
     for name in settings.variants:
@@ -259,12 +241,12 @@ def ort_record(onnx_path: str | Path) -> dict[str, Any]:
 def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str, Any]:
     """Export the tiny model with variant `name`; judge the graph: lint, ONNX Runtime, divergence, Casts; and
     measure its reduced-precision logits against eager autocast's (`onnx_numerics`: emulated bf16 on a CPU, see
-    `where223.study.numerics`; device-bound, so never merged from another run's record)."""
+    `where223.eager.numerics`; device-bound, so never merged from another run's record)."""
+    from where223.eager.divergence import divergence_report
+    from where223.eager.numerics import numerics_record
     from where223.gpt2.export import export_onnx
     from where223.gpt2.releases import cast_count
     from where223.graph.lint import lint_model
-    from where223.study.divergence import divergence_report
-    from where223.study.numerics import numerics_record
 
     model = models.build_model("tiny", settings.seed, dropout=False)
     batch = _batch(model.config.vocab_size, 2, 8, settings.seed, "cpu")
@@ -304,10 +286,10 @@ def probe_numerics(name: str, settings: StudySettings, out: Path) -> dict[str, A
     """The probe exported with variant `name`, its reduced-precision logits against eager autocast's: unlike
     the tiny model's head size 16, the probe's sqrt(20) is inexact in bf16/fp16, so a Div left in float32
     (a dtype divergence) changes the numbers here if anywhere."""
+    from where223.eager.numerics import numerics_record
     from where223.gpt2.export import export_onnx
-    from where223.study.numerics import numerics_record
 
-    probe, batch = probe_model(settings.seed, "cpu")
+    probe, batch = models.probe_model(settings.seed, "cpu")
     with variants.patched_attention(name):
         export_onnx(probe, batch, out, 17, settings.device, settings.amp_dtype)
         eager = _logits(probe.eval(), {key: value.to(settings.device) for key, value in batch.items()}, settings)

@@ -1,4 +1,4 @@
-"""The architecture x outcome figure drawn from the sweep's records (`where223.study.architectures`).
+"""The architecture x outcome figure drawn from the sweep's records (`where223.study.architectures.analysis`).
 
 One row per model type, one column per transformers release; the colour is the outcome, the label the operator
 ONNX Runtime refused (or the stage that failed). Many rows make a tall figure, never a smaller font.
@@ -15,7 +15,7 @@ from matplotlib.patches import Patch, Rectangle
 from where223.figures import HEADING_SIZE, LABEL_SIZE, OUTCOME_COLOURS, TEXT_SIZE, new_figure, save_figure
 from where223.graph.ort import INVALID_TYPE
 from where223.outcomes import Outcome
-from where223.study.architectures import refused_operator
+from where223.study.architectures.analysis import refused_operator
 
 DARK = frozenset({"#e41a1c"})
 ROW_INCHES = 0.19

@@ -32,7 +32,7 @@ from where223.graph.emulate import (
     without_dropout,
 )
 from where223.graph.ort import OrtVerdict, judge
-from where223.study.ranking import NOT_MEASURED
+from where223.verdicts import NOT_MEASURED
 
 ELEMENT_TYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float"}
 CUDA_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")

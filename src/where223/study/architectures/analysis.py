@@ -3,7 +3,7 @@ the 4.26 fix.
 
 `spaces/architectures.yaml` is the sweep (`where223 sweep --space spaces/architectures.yaml`, `make sweep`): each
 model type of transformers 4.25.1's auto mappings of base models and causal-LM heads, under each stack (the
-project's with 4.25.1, and with 4.26.0 on top), one cell each (`where223.sweep`; `architecture_cell` runs it: built
+project's with 4.25.1, and with 4.26.0 on top), one cell each (`where223.sweep`; `architectures.run` runs it: built
 small with random weights, exported as notebook 01 does, judged by ONNX Runtime, linted, blamed, and compared with
 eager dtypes). Each record lands at `outputs/architectures/<release>/<model_type>.json`.
 

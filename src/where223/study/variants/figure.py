@@ -7,8 +7,8 @@ host-to-device copies; elsewhere the host-made tensors per forward, each a copy 
 and the label give the step time as a ratio to 4.25, the median of same-round ratios (the write-up table's
 `paired` column); the colour scale spans at least ±COLOUR_SPAN so that timing noise of a percent or two stays
 pale. A hollow marker (explained only when one is drawn) means the eager logits differ from transformers
-4.25.1, a † that they differ on the probe model (see `where223.study.ranking`). Nothing is typed by hand: every
-mark comes from the record.
+4.25.1, a † that they differ on the probe model (see `where223.study.variants.analysis`). Nothing is typed by
+hand: every mark comes from the record.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from where223.figures import HEADING_SIZE, TEXT_SIZE, new_figure, save_figure
-from where223.study.ranking import TRACING_LEVELS, sync_cost, tracing_level
+from where223.study.variants.analysis import TRACING_LEVELS, sync_cost, tracing_level
 
 # The least half-width of the colour scale around 1.0: a 1.5% difference in step time is noise on a shared CPU
 # and must not look strong.

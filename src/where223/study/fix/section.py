@@ -1,0 +1,40 @@
+"""Section 3 of the write-up: the fix and its verification, from `verification.json` (records only)."""
+
+from __future__ import annotations
+
+from where223 import markdown
+from where223.gpt2 import runs
+from where223.study.fix.analysis import controls_section, overall_verdict, verdict_cell
+from where223.study.report import Report, find_run
+
+
+def section(report: Report) -> None:
+    """Section 3: the fix and its verification."""
+    planned = report.fix_run()
+    source = find_run(report.outputs, planned.parameters)
+    fixed = f"{source}/{runs.fix_name(str(planned.parameters['variant']))}"
+    verification = report.json(f"{fixed}/verification.json")
+    notebook = planned.name
+    pinned = verification["environment"]["packages"]["transformers"]
+    report.add(
+        "## 3. The fix and its verification",
+        "",
+        f"`where223.gpt2.variants.patched_attention(\"{verification['variant']}\")` swaps our implementation of "
+        f"the fixed attention into transformers {pinned} and restores the original on exit. "
+        f"{overall_verdict(verification)}",
+        "",
+        "| check | question | measured | tolerance | verdict |",
+        "|---|---|---|---|---|",
+        *[f"| `{c['name']}` | {c['question']} | {markdown.cell(c['value'])} | {markdown.cell(c['tolerance'])} | "
+          f"{markdown.cell(verdict_cell(c))} |" for c in verification["checks"]],
+        "",
+        *[f"- `{c['name']}`: {c['detail']}" for c in verification["checks"] if c["detail"]],
+        "",
+        *controls_section(verification),
+        f"Record: [`verification.json`]({fixed}/verification.json).",
+        "",
+    )
+    report.figure(f"{fixed}/before_after", "The Where before and after the source-level fix", notebook)
+    report.figure(f"{fixed}/repaired_vs_patched", "Graph repair (a Cast inserted into the exported model) beside "
+                  "the source-level fix", notebook)
+    report.figure(f"{fixed}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)

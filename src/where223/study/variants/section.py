@@ -1,0 +1,91 @@
+"""Section 4 of the write-up: the variants of the two lines, from `variants-cpu.json` (records only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from where223 import markdown
+from where223.study.report import Report
+from where223.study.variants.analysis import COLUMNS, table_rows
+from where223.verdicts import NOT_MEASURED
+
+
+def section(report: Report) -> None:
+    """Section 4: one line that is trace-correct under autocast and free of host copies? The title names the
+    cost the record measured: host-device synchronisation only where it counted CUDA syncs."""
+    record = report.json("variants/variants-cpu.json")
+    environment = record["environment"]
+    best = record["recommendation"]
+    synced = any(isinstance(row.get("syncs_per_step"), (int, float)) for row in record["variants"].values())
+    cost = ("host-device synchronisation" if synced
+            else "host-made tensors (host-device synchronisation not measured)")
+    counts = ("`syncs/step` and `H2D/step` count CUDA synchronisations and host-to-device copies per step; "
+              if synced else "CUDA synchronisation and copy counts need a GPU and were not measured here: ")
+    report.add(
+        f"## 4. Tracing correctness against {cost}: every way to write the two lines",
+        "",
+        f"Measured in one run on {environment['device_name']} ({environment['device']}, torch "
+        f"{environment['packages']['torch']}), {record['settings']['amp_dtype']} autocast; step times are "
+        f"medians of {_rounds(record)} interleaved steps of the `{record['settings']['preset']}` "
+        f"preset{_step(record)}, as ratios to the 4.25 variant: `step/4.25` divides the medians, `paired` is the "
+        f"median of same-round ratios (the ratio the figure shows). {counts}"
+        "`host tensors` counts the tensors each forward makes on the host, each a host-to-device copy on a GPU.",
+        "",
+        *variant_tables(record),
+        f"**Recommended: `{best['variant']}`.**",
+        "",
+        *[f"- {reason}" for reason in best["reasons"]],
+        "",
+        "Not measured, and why: " + "; ".join(f"`{name}`: {why}" for name, why in record["skipped"].items()) + ".",
+        "",
+        "Record: [`variants/variants-cpu.json`](variants/variants-cpu.json).",
+        "",
+    )
+    report.figure("variants/variants-cpu", "Tracing validity against host-made tensors per forward, step-time "
+                  "ratio to 4.25 (paired) shown per variant", "04_variants")
+
+# The variant table's cost columns; the others say whether the variant traces correctly.
+COST_COLUMNS = ("host_tensors_per_forward", "step_time_ratio", "paired_ratio", "syncs_per_step", "h2d_copies_per_step")
+
+
+def variant_tables(record: dict[str, Any]) -> list[str]:
+    """The variant study as two narrow Markdown tables (correctness, then cost), each led by the variant; a column
+    "not measured" on every row (CUDA counts on a CPU) is left out and named in one sentence instead."""
+    rows = table_rows(record)
+    absent = [(key, title) for key, title in COLUMNS if all(row[key] == NOT_MEASURED for row in rows)]
+    shown = [(key, title) for key, title in COLUMNS if (key, title) not in absent and key != "variant"]
+    lines: list[str] = []
+    for columns in (
+        [column for column in shown if column[0] not in COST_COLUMNS],
+        [column for column in shown if column[0] in COST_COLUMNS],
+    ):
+        columns = [("variant", "variant"), *columns]
+        lines += [
+            "| " + " | ".join(title for _, title in columns) + " |",
+            "|" + "---|" * len(columns),
+            *["| " + " | ".join(_cell(key, row[key]) for key, _ in columns) + " |" for row in rows],
+            "",
+        ]
+    if absent:
+        lines += [f"Not measured on this device for any variant: {', '.join(f'`{t}`' for _, t in absent)}.", ""]
+    return lines
+
+def _cell(key: str, value: Any) -> str:
+    """A variant-table cell: ratios to three decimals, as the figure labels them."""
+    if key.endswith("ratio") and isinstance(value, float):
+        return f"{value:.3f}"
+    return f"`{value}`" if key == "variant" else markdown.cell(value)
+
+def _rounds(record: dict[str, Any]) -> str:
+    """How many timed rounds the variant study ran, and why it stopped there (records without a stopping rule
+    ran the settings' fixed number)."""
+    timing = record.get("timing")
+    if not timing:
+        return str(record["settings"]["steps"])
+    return (f"{timing['rounds']} (of at most {timing['max_rounds']}; stopped by {timing['stopped_by']}: "
+            f"{timing['rule']})")
+
+def _step(record: dict[str, Any]) -> str:
+    """What one timed step of the variant study ran, as its record states it (older records: a training step)."""
+    step = (record.get("timing") or {}).get("step")
+    return f" (a step: {step})" if step else ""
