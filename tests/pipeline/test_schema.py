@@ -1,0 +1,100 @@
+"""Every committed record passes its record type; a copy with a key missing or renamed does not (the controls)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any, TypedDict
+
+import pytest
+
+from where223.pipeline import schema
+from where223.pipeline.paths import OUTPUTS, ROOT
+
+
+def committed_records() -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "-z", "--", "outputs"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split("\0")  # fmt: skip
+    return sorted(p.removeprefix("outputs/") for p in listed if p.endswith(".json"))
+
+
+RECORDS = committed_records()
+TYPES = schema.record_types()
+
+
+def test_every_committed_record_passes_its_record_type():
+    assert len(RECORDS) > 400  # the sweeps' records are among them
+    assert schema.check_records(OUTPUTS, RECORDS, TYPES) == []
+
+
+def one_per_type() -> list[str]:
+    """The first committed record of each place a record type claims."""
+    found = {}
+    for relative in RECORDS:
+        pattern = next(p for p in TYPES if schema.matches(relative, p))
+        found.setdefault(pattern, relative)
+    return sorted(found.values())
+
+
+@pytest.mark.parametrize("relative", one_per_type())
+def test_control_a_copy_with_a_key_missing_or_renamed_fails(relative, tmp_path):
+    record = json.loads((OUTPUTS / relative).read_text())
+    record_type = schema.type_of(relative, TYPES)
+    key = sorted(record_type.__required_keys__)[0]
+    copy = tmp_path / relative
+    copy.parent.mkdir(parents=True)
+    copy.write_text(json.dumps({k: v for k, v in record.items() if k != key}))
+    assert schema.check_records(tmp_path, [relative], TYPES) == [
+        f"{relative}: the record: no key {key!r} ({record_type.__name__} requires it)"]
+    renamed = {(f"{k}_renamed" if k == key else k): v for k, v in record.items()}
+    copy.write_text(json.dumps(renamed))
+    assert len(schema.check_records(tmp_path, [relative], TYPES)) == 2  # missing, and not declared
+
+
+def test_every_place_the_types_claim_holds_a_committed_record():
+    """A type whose place matches no record checks nothing: each RECORDS entry matches at least one file."""
+    assert [p for p in TYPES if not any(schema.matches(r, p) for r in RECORDS)] == []
+
+
+class Inner(TypedDict):
+    n: int
+
+
+class _Outer(TypedDict):
+    inner: Inner
+    ratio: float
+    names: list[str]
+    note: str | None
+
+
+class Outer(_Outer, total=False):
+    extra: dict[str, Any]
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ({"inner": {"n": 1}, "ratio": 2, "names": ["a"], "note": None}, []),  # an int is a float in JSON
+    ({"inner": {"n": True}, "ratio": 1.0, "names": [], "note": "x"}, ["inner.n: bool 'True', not int"]),
+    ({"inner": {"n": 1}, "ratio": 1.0, "names": ["a", 2], "note": "x"}, ["names[1]: int '2', not str"]),
+    ({"inner": {}, "ratio": 1.0, "names": [], "note": 3}, ["inner: no key 'n' (Inner requires it)",
+                                                            "note: int, not str | None"]),
+    ({"inner": {"n": 1}, "ratio": 1.0, "names": [], "note": None, "extra": []}, ["extra: list, not an object"]),
+], ids=["passes", "bool for int", "item type", "nested missing and union", "optional key's type"])
+def test_problems_are_found_where_they_are(value, expected):
+    assert schema.problems(value, Outer) == expected
+
+
+def test_places_match_part_by_part_and_a_record_no_type_claims_is_a_problem(tmp_path):
+    assert schema.matches("matrix/cells/a.json", "matrix/cells/*.json")
+    assert not schema.matches("x/matrix/cells/a.json", "matrix/cells/*.json")  # `*` does not span a folder
+    assert not schema.matches("a/b/reproduce.json", "*/reproduce.json")
+    (tmp_path / "stray.json").write_text("{}")
+    assert schema.check_records(tmp_path, ["stray.json"], TYPES) == [
+        "stray.json: no record type claims it (add it to a record module's RECORDS)"]
+    with pytest.raises(ValueError, match="matches 2 record types"):
+        schema.type_of("a.json", {"*.json": Inner, "a.*": Outer})
+
+
+def test_record_modules_are_found_on_disk():
+    modules = schema.record_modules()
+    assert {"where223.study.matrix.record", "where223.study.fix.record", "where223.gpt2.record"} <= set(modules)
+    assert all(name.endswith(".record") for name in modules)
