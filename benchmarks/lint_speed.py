@@ -28,7 +28,7 @@ from google.protobuf.internal import api_implementation
 from where223.graph.lint import lint_model, lint_types
 from where223.graph.loading import load_model
 from where223.graph.types import model_types
-from where223.pipeline import environment, paths, records
+from where223.pipeline import environment, paths, portable, records
 from where223.pipeline.paths import CACHE
 
 RECORD: Path = paths.OUTPUTS / "benchmarks" / "lint_speed.json"
@@ -88,7 +88,7 @@ def measure(path: Path, repeats: int) -> dict[str, Any]:
     data = path.with_name(f"{path.name}.data")
     return {
         "model": {
-            "path": paths.portable(str(path)),
+            "path": portable.path(str(path)),
             "graph_mib": round(path.stat().st_size / 2**20, 2),
             "weights_mib": round(data.stat().st_size / 2**20),
         },

@@ -258,14 +258,14 @@ class Blame(Command):
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from where223.graph.blame import blame
-        from where223.pipeline.records import portable, portable_text
+        from where223.pipeline import portable
 
         result = blame(args.model, args.node)
         # paths relative to site-packages or the repository, as in the records
         if args.json:
-            _say(json.dumps(portable(result.to_dict()), indent=2))
+            _say(json.dumps(portable.record(result.to_dict()), indent=2))
         elif result.frames:
-            _say(portable_text(result.format(all_frames=args.all)))
+            _say(portable.text(result.format(all_frames=args.all)))
         else:
             print(result.format(), file=sys.stderr)
         return 0 if result.frames else 1

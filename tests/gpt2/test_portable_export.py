@@ -17,7 +17,8 @@ from where223.eager import divergence
 from where223.gpt2 import export, models
 from where223.graph import blame as blame_module
 from where223.graph.blame import blame_all
-from where223.pipeline.paths import ROOT, portable
+from where223.pipeline import portable
+from where223.pipeline.paths import ROOT
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 
@@ -30,7 +31,7 @@ def test_portable_stack_rewrites_library_repository_and_kernel_paths():
         f"{sysconfig.get_paths()['stdlib']}/asyncio/events.py(80): _run\n"
         "/elsewhere/script.py(3): <module>\n"
     )
-    assert export.portable_stack(stack) == (
+    assert portable.stack(stack) == (
         "transformers/models/gpt2/modeling_gpt2.py(277): _split_heads\n"
         "src/where223/gpt2/export.py(69): export_onnx\n"
         "<ipykernel>/653670177.py(1): <module>\n"
@@ -54,7 +55,7 @@ def _blamed(path: Path, all_frames: bool) -> dict[str, list[tuple]]:
     answers = {}
     for result in blame_all(path):
         frames = result.frames if all_frames else result.model_frames
-        answers[result.node] = [(portable(f.file), f.line, f.function, f.code) for f in frames]
+        answers[result.node] = [(portable.path(f.file), f.line, f.function, f.code) for f in frames]
     return answers
 
 

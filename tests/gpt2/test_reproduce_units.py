@@ -4,8 +4,8 @@ import pytest
 
 from where223.gpt2 import models, reproduce
 from where223.graph.ort import OrtVerdict
-from where223.pipeline.paths import ROOT, portable
-from where223.pipeline.records import portable_text
+from where223.pipeline import portable
+from where223.pipeline.paths import ROOT
 
 # ONNX Runtime's own wording, in the two forms this project meets (CPU bf16 and the CUDA fp16 of the seed).
 CPU_MESSAGE = (
@@ -50,9 +50,9 @@ def test_record_keeps_status_verdict_and_binding(tmp_path):
 
 
 def test_paths_are_made_portable():
-    assert portable("/x/venv/lib/python3.11/site-packages/torch/nn/module.py") == "torch/nn/module.py"
-    assert portable(str(ROOT / "src" / "a.py")) == "src/a.py"
-    assert portable_text(f"Load model from {ROOT}/outputs/r/model.onnx failed") == (
+    assert portable.path("/x/venv/lib/python3.11/site-packages/torch/nn/module.py") == "torch/nn/module.py"
+    assert portable.path(str(ROOT / "src" / "a.py")) == "src/a.py"
+    assert portable.text(f"Load model from {ROOT}/outputs/r/model.onnx failed") == (
         "Load model from outputs/r/model.onnx failed"
     )
 

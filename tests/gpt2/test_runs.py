@@ -15,8 +15,7 @@ import torch
 from where223.gpt2 import models, runs
 from where223.gpt2.reproduce import ReproduceSettings, read_record
 from where223.pipeline.params import ParameterError
-from where223.pipeline.paths import NOTEBOOKS
-from where223.pipeline.paths import run_name as join_run_name
+from where223.pipeline.paths import NOTEBOOKS, join_slugs
 
 DEFAULT = {**runs.DEFAULTS, "device": "cpu", "amp_dtype": "bf16"}  # what a default run records on a CPU
 # Another allowed value for every parameter outside the leading four.
@@ -40,7 +39,7 @@ def names_of_single_variations(name: Callable[[dict], str]) -> list[str]:
 
 def four_part_name(parameters: dict) -> str:
     """The naming before every parameter reached the name: preset, device, precision and path only."""
-    return join_run_name(*(parameters[key] for key in runs.NAMED_BY))
+    return join_slugs(*(parameters[key] for key in runs.NAMED_BY))
 
 
 def test_every_variation_gets_its_own_folder():

@@ -11,7 +11,8 @@ import pytest
 
 from where223.graph.lint import lint_model
 from where223.graph.types import Scope
-from where223.pipeline.paths import OUTPUTS, ROOT, portable
+from where223.pipeline import portable
+from where223.pipeline.paths import OUTPUTS, ROOT
 
 COMMITTED = sorted(p for p in OUTPUTS.rglob("lint.json") if "failed" not in p.relative_to(OUTPUTS).parts)
 
@@ -23,7 +24,7 @@ def _committed(lint_json: Path) -> dict[str, Any]:
 def _fresh(committed: dict[str, Any]) -> dict[str, Any]:
     """The report on the model a committed report was made from, as `records.write_json` stores it."""
     record = json.loads(json.dumps(lint_model(ROOT / committed["model_path"]).to_dict(), default=str))
-    record["model_path"] = portable(record["model_path"])
+    record["model_path"] = portable.path(record["model_path"])
     return record
 
 

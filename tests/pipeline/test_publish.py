@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from where223.pipeline import publish, records, run
+from where223.pipeline import portable, publish, records, run
 from where223.pipeline.paths import OUTPUTS, ROOT
 from where223.pipeline.run import NotebookFailedError, PlannedRun, execute, run_plan
 
@@ -133,7 +133,7 @@ def test_an_interrupted_run_changes_nothing_published(tmp_path: Path):
 
 def test_records_are_written_as_published_not_where_they_were_staged(tmp_path: Path):
     staged_model = ROOT / "outputs" / ".staging" / "01_reproduce__path=onnx_export" / "tiny-run" / "model.onnx"
-    record = records.portable({"exported_model": str(staged_model), "note": f"saved {staged_model}"})
+    record = portable.record({"exported_model": str(staged_model), "note": f"saved {staged_model}"})
     assert record == {"exported_model": "outputs/tiny-run/model.onnx", "note": "saved outputs/tiny-run/model.onnx"}
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.network import attempts, network_audit
-from where223.pipeline import records
+from where223.pipeline import portable, records
 from where223.pipeline.paths import ROOT
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, UnknownKernelError, execute, load_plan
 
@@ -152,7 +152,7 @@ def test_interrupted_write_leaves_the_previous_record(tmp_path: Path, monkeypatc
 
 def test_records_are_portable():
     site = Path(sys.prefix) / "lib" / "python3.11" / "site-packages" / "torch" / "onnx" / "utils.py"
-    assert records.portable({"frames": [str(site)], "n": 1}) == {"frames": ["torch/onnx/utils.py"], "n": 1}
+    assert portable.record({"frames": [str(site)], "n": 1}) == {"frames": ["torch/onnx/utils.py"], "n": 1}
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ execution; in the graph, the last node (in graph order) carrying that line in on
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,11 +29,12 @@ from where223.graph.blame import SourceFiles, parse_stack
 from where223.graph.dtypes import short_type
 from where223.graph.loading import load_model
 from where223.graph.types import model_types
-from where223.pipeline.paths import ROOT, portable
+from where223.pipeline import portable
+from where223.pipeline.paths import ROOT
 
 _TORCH_DIR = str(Path(torch.__file__).parent)
 _THIS_FILE = __file__
-_THIS_FILE_PORTABLE = portable(__file__)
+_THIS_FILE_PORTABLE = portable.path(__file__)
 _DTYPE_NAMES = {
     torch.float32: "float",
     torch.float16: "float16",
@@ -42,12 +42,6 @@ _DTYPE_NAMES = {
     torch.float64: "double",
 }
 FLOATING = frozenset(_DTYPE_NAMES.values())
-
-
-def _portable(file: str) -> str:
-    """A stack frame's file as records name it; a path the export already made portable stays as it is (resolving
-    it would make it relative to the working folder, not to site-packages)."""
-    return portable(file) if os.path.isabs(file) else file
 
 
 def _is_library_frame(filename: str) -> bool:
@@ -94,7 +88,7 @@ class DtypeRecorder(TorchFunctionMode):
             if frame is not None:
                 name = getattr(func, "__name__", str(func))
                 self.calls.append(
-                    (portable(frame.f_code.co_filename), frame.f_lineno, id(frame), floating[-1], name)
+                    (portable.path(frame.f_code.co_filename), frame.f_lineno, id(frame), floating[-1], name)
                 )
         return result
 
@@ -147,7 +141,7 @@ def graph_results(onnx_path: str | Path) -> list[LineResult]:
             continue
         source = frames[0]
         scope = node.name.rsplit("/", 1)[0]
-        file = _portable(source.file)
+        file = portable.frame_file(source.file)
         by_key[(file, source.line, scope)] = LineResult(file, source.line, scope, dtype, node.name, order)
     return sorted(by_key.values(), key=lambda result: result.order)
 

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from where223.files import atomic_path
-from where223.pipeline.records import portable_text
+from where223.pipeline import portable
 
-# Jupyter runs each cell from /tmp/ipykernel_<pid>/<hash of the code>.py: the pid changes every run.
-_KERNEL_CELL = re.compile(r"/tmp/ipykernel_\d+/")
-# The interpreter's standard library (asyncio, runpy frames below a notebook's cell), stripped like site-packages.
-_STDLIB_DIRS = tuple(
-    sorted({f"{sysconfig.get_paths()[key]}/" for key in ("stdlib", "platstdlib")}, key=len, reverse=True)
-)
 AMP_DTYPES: dict[str, torch.dtype | None] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
 
 
@@ -90,22 +82,8 @@ def export_onnx(
     return out
 
 
-def portable_stack(text: str) -> str:
-    """A recorded Python stack with machine-specific parts rewritten, as records are (`records.portable_text`).
-
-    Paths inside site-packages and the standard library become relative to them (`torch/onnx/utils.py`),
-    paths inside the checkout relative to the repository (`src/where223/gpt2/export.py`), and a notebook
-    cell's `/tmp/ipykernel_<pid>/` becomes `<ipykernel>/`. `blame` and the divergence report read library
-    frames from the relative paths the same way (a test compares them before and after).
-    """
-    text = portable_text(_KERNEL_CELL.sub("<ipykernel>/", text))
-    for stdlib in _STDLIB_DIRS:
-        text = text.replace(stdlib, "")
-    return text
-
-
 def stable_doc_strings(path: str | Path) -> Path:
-    """Rewrite the stacks in node doc_strings (and stack metadata) with `portable_stack`, in place.
+    """Rewrite the stacks in node doc_strings (and stack metadata) with `portable.stack`, in place.
 
     The file then depends neither on where the checkout and the interpreter live nor on the notebook
     kernel's pid: two checkouts, or two reruns, export byte-identical models.
@@ -117,12 +95,12 @@ def stable_doc_strings(path: str | Path) -> Path:
     model = onnx.load(str(path), load_external_data=False)
     changed = False
     for node in (node for _, graph in subgraphs(model.graph) for node in graph.node):
-        rewritten = portable_stack(node.doc_string)
+        rewritten = portable.stack(node.doc_string)
         if rewritten != node.doc_string:
             node.doc_string = rewritten
             changed = True
         for entry in getattr(node, "metadata_props", ()):  # NodeProto.metadata_props: onnx >= 1.16
-            value = portable_stack(entry.value)
+            value = portable.stack(entry.value)
             if value != entry.value:
                 entry.value = value
                 changed = True

@@ -25,10 +25,8 @@ from where223.gpt2 import models, runs
 from where223.gpt2.export import autocast, export_onnx, output_to, stable_doc_strings
 from where223.gpt2.runs import EXPORTED_MODEL
 from where223.graph.ort import OrtVerdict, judge_message, load_session
-from where223.pipeline import environment
+from where223.pipeline import environment, portable
 from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
-from where223.pipeline.paths import portable
-from where223.pipeline.records import portable_text
 
 PATHS = runs.PATHS
 OPSETS = (14, 15, 16, 17)
@@ -128,7 +126,7 @@ def status_of(verdict: OrtVerdict) -> str:
 def call_stack(error: BaseException) -> list[str]:
     """The exception's stack as `file:line:function`, outermost first."""
     return [
-        f"{portable(frame.filename)}:{frame.lineno}:{frame.name}"
+        f"{portable.path(frame.filename)}:{frame.lineno}:{frame.name}"
         for frame in traceback.extract_tb(error.__traceback__)
     ]
 
@@ -263,14 +261,14 @@ def build_record(
     record: dict[str, Any] = {
         "parameters": asdict(settings),
         "path": settings.path,
-        "exported_model": None if exported is None else portable(str(exported)),
+        "exported_model": None if exported is None else portable.path(str(exported)),
         "environment": environment.describe(settings.device),
         "timing": {"seconds": round(seconds, 3)},
     }
     if caught is None:
         record.update(status=status_of(OrtVerdict.ACCEPTED), ort_verdict=OrtVerdict.ACCEPTED, error=None, call_stack=[])
         return record
-    message = portable_text(str(caught))
+    message = portable.text(str(caught))
     judgement = judge_message(message)
     record["status"] = status_of(judgement.verdict)
     record["ort_verdict"] = judgement.verdict
@@ -304,7 +302,7 @@ def read_record(settings: ReproduceSettings, run_dir: Path) -> dict[str, Any]:
     record = read_json(run_dir / "reproduce.json")
     recorded = ReproduceSettings.from_parameters(record["parameters"])
     if recorded != settings:
-        raise ValueError(f"{portable(str(run_dir))} holds the run of {recorded}, not of {settings}")
+        raise ValueError(f"{portable.path(str(run_dir))} holds the run of {recorded}, not of {settings}")
     return record
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from where223.pipeline.paths import run_name as join_run_name
-from where223.pipeline.paths import slug
+from where223.pipeline.paths import join_slugs, slug
 
 EXPORTED_MODEL = "model.onnx"  # the unfixed export a reproduction run leaves in its folder
 
@@ -58,7 +57,7 @@ def run_name(parameters: Mapping[str, object]) -> str:
     if unresolved:
         raise ValueError(f"resolve {unresolved} before naming a run: 'auto' names no run")
     named = [parameters[name] for name in NAMED_BY]
-    return join_run_name(*named, *(f"{name}{value}" for name, value in varied(parameters).items()))
+    return join_slugs(*named, *(f"{name}{value}" for name, value in varied(parameters).items()))
 
 
 def fix_name(variant: str) -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from where223 import markdown
 from where223.errors import UsageError
 from where223.pipeline.paths import FAILED, OUTPUTS, ROOT, STAGING
 
@@ -273,13 +274,13 @@ def compare(reference: str | Path = "HEAD", rerun: Path = OUTPUTS) -> Comparison
 
 def table(comparison: Comparison, kinds: tuple[str, ...] = KINDS, limit: int = 40) -> str:
     """The differences as a Markdown table, the deciding ones first, at most `limit` rows per kind."""
-    rows = ["| kind | record | field | reference | rerun | note |", "|---|---|---|---|---|---|"]
+    rows: list[list[str]] = []
     for kind in kinds:
         found = comparison.of(kind)
         for difference in found[:limit]:
-            cells = [kind, difference.record, difference.path or "(the record)", difference.reference,
-                     difference.rerun, difference.note]
-            rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+            rows.append([kind, difference.record, difference.path or "(the record)", difference.reference,
+                         difference.rerun, difference.note])
         if len(found) > limit:
-            rows.append(f"| {kind} | … {len(found) - limit} more | | | | |")
-    return "\n".join(rows) if len(rows) > 2 else "no differences"
+            rows.append([kind, f"… {len(found) - limit} more", "", "", "", ""])
+    header = ["kind", "record", "field", "reference", "rerun", "note"]
+    return "\n".join(markdown.table(header, rows)) if rows else "no differences"

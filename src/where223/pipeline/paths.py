@@ -39,8 +39,9 @@ def slug(value: object) -> str:
     return re.sub(r"[^a-z0-9_.]+", "-", text).strip("-") or "none"
 
 
-def run_name(*parts: object) -> str:
-    """Join parameter values into a run name such as `tiny-cpu-bf16-onnx_export`."""
+def join_slugs(*parts: object) -> str:
+    """Parameter values as one folder name, each made a slug: `tiny-cpu-bf16-onnx_export` (a run's name is
+    `where223.gpt2.runs.run_name`, which builds it with this)."""
     return "-".join(slug(p) for p in parts)
 
 
@@ -66,12 +67,3 @@ def published(path: str) -> str:
     return _STAGED.sub(r"\1", path)
 
 
-def portable(path: str) -> str:
-    """A path without machine-specific prefixes (site-packages and the repo root stripped), as published."""
-    marker = "site-packages/"
-    if marker in path:
-        return path.split(marker, 1)[1]
-    try:
-        return published(str(Path(path).resolve().relative_to(ROOT)))
-    except ValueError:
-        return published(path)

@@ -20,17 +20,17 @@ from typing import Any
 
 import yaml
 
+from where223 import markdown
 from where223.errors import UsageError
 from where223.files import write_atomic
+from where223.pipeline import portable
 from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, ROOT, slug
 from where223.pipeline.publish import PublishError, failed_dir, outputs_lock, staged
-from where223.pipeline.records import portable_text
 
 DEFAULT_PLAN = NOTEBOOKS / "plan.yaml"
 EXECUTED = "notebooks"  # the folder of executed copies and their HTML, in an outputs tree
 PLAN_KEYS = frozenset({"runs"})
 RUN_KEYS = frozenset({"notebook", "parameters"})
-INJECTED_CELL_ID = "injected-parameters"  # the id of the cell papermill injects, in every executed copy
 PARAMETERS_TABLE_ID = "run-parameters"  # the id of the parameters table the HTML export adds under the title
 
 
@@ -257,34 +257,12 @@ _OFFLINE_TEMPLATE_TEXT = """{%- extends 'lab/index.html.j2' -%}
 """
 
 
-def _relative_paths(text: str) -> str:
-    """`text` with this checkout's absolute paths written relative to the repository root."""
-    return text.replace(f"{ROOT}{os.sep}", "").replace(str(ROOT), ".")
-
-
 def make_portable(notebook: Path) -> Path:
-    """Rewrite an executed notebook's outputs and papermill's record of its paths with portable paths
-    (site-packages and the checkout stripped, staged paths as published), and give the cell papermill injects a
-    fixed id, so the committed copy is the same wherever the clone lives and whenever it runs."""
+    """Rewrite an executed notebook with portable paths (`where223.pipeline.portable.notebook`), so the committed
+    copy is the same wherever the clone lives and whenever it runs."""
     import nbformat
 
-    executed = nbformat.read(notebook, as_version=4)
-    for cell in executed.cells:  # papermill gives the cell it injects a random id: a fixed one, so reruns agree
-        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
-            cell["id"] = INJECTED_CELL_ID
-    run = executed.metadata.get("papermill", {})
-    for key in ("input_path", "output_path"):
-        if run.get(key):
-            run[key] = portable_text(run[key])
-    for cell in executed.cells:
-        for output in cell.get("outputs", []):
-            if output.output_type == "stream":
-                output.text = portable_text(output.text)
-            for mime in ("text/plain", "text/html", "text/markdown"):
-                if mime in output.get("data", {}):
-                    output.data[mime] = portable_text(output.data[mime])
-            if output.output_type == "error":
-                output.traceback = [portable_text(line) for line in output.traceback]
+    executed = portable.notebook(nbformat.read(notebook, as_version=4))
     return write_atomic(notebook, nbformat.writes(executed))
 
 
@@ -310,10 +288,10 @@ def reviewer_copy(notebook: Any, name: str = "") -> Any:
     copied.metadata["title"] = headings[0].replace("`", "") if headings else name
     given = copied.metadata.get("papermill", {}).get("parameters", {})
     if given:
-        rows = [f"| `{name}` | `{_relative_paths(str(value))}` |" for name, value in sorted(given.items())]
+        rows = [[f"`{name}`", f"`{portable.checkout_relative(str(value))}`"] for name, value in sorted(given.items())]
         table = nbformat.v4.new_markdown_cell(
-            "\n".join(["Run with (other parameters at the notebook's defaults):", "", "| parameter | value |",
-                       "|---|---|", *rows]),
+            "\n".join(["Run with (other parameters at the notebook's defaults):", "",
+                       *markdown.table(["parameter", "value"], rows)]),
             id=PARAMETERS_TABLE_ID,  # not a random one: the HTML of a rerun is the same
         )
         titled = next(
@@ -324,16 +302,16 @@ def reviewer_copy(notebook: Any, name: str = "") -> Any:
         copied.cells.insert(titled + 1, table)  # under the title, or first when there is none
     for cell in copied.cells:
         if cell.cell_type == "markdown":
-            cell.source = _relative_paths(cell.source)
+            cell.source = portable.checkout_relative(cell.source)
         if cell.cell_type != "code":
             continue
         cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
         for output in cell.outputs:
             if output.output_type == "stream":
-                output.text = _relative_paths(output.text)
+                output.text = portable.checkout_relative(output.text)
             for mime in ("text/plain", "text/html", "text/markdown"):
                 if mime in output.get("data", {}):
-                    output.data[mime] = _relative_paths(output.data[mime])
+                    output.data[mime] = portable.checkout_relative(output.data[mime])
     return copied
 
 

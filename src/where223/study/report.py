@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from where223 import markdown
 from where223.files import write_atomic
 from where223.gpt2 import runs
 from where223.pipeline.paths import OUTPUTS
@@ -100,15 +101,13 @@ def failure(report: Report) -> None:
         f"GPT-2 (`{params['preset']}` preset, random weights) under {params['amp_dtype']} autocast on "
         f"{params['device']}, opset {params['opset']}. Stack: {_stack(first)}.",
         "",
-        "| path | status | node ONNX Runtime names | bound types |",
-        "|---|---|---|---|",
     )
+    rows = []
     for path, record in records.items():
         binding = (record["error"] or {}).get("type_binding") or {}
-        report.add(
-            f"| `{path}` | {record['status']} | `{binding.get('node', '')}` | "
-            f"{' vs '.join(binding.get('bound_types', []))} |"
-        )
+        rows.append([f"`{path}`", record["status"], f"`{binding.get('node', '')}`",
+                     " vs ".join(binding.get("bound_types", []))])
+    report.add(*markdown.table(["path", "status", "node ONNX Runtime names", "bound types"], rows))
     # where each path raised, below the table rather than in a column: the frames are too long for a page's width
     report.add("", "Raised from:", "")
     report.add(*[f"- `{path}`: `{rec['call_stack'][-1]}`" for path, rec in records.items() if rec["call_stack"]])

@@ -13,7 +13,6 @@ eager dtypes). Each record lands at `outputs/architectures/<release>/<model_type
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from where223.graph.ort import refused_operator as ort_message_operator
 from where223.outcomes import Outcome
-from where223.pipeline import environment, paths, publish, records
+from where223.pipeline import environment, paths, portable, publish, records
 from where223.sweep.worker import now
 
 RELEASES: tuple[str, ...] = ("4.25.1", "4.26.0")
@@ -66,9 +65,6 @@ def first_root(record: dict[str, Any]) -> dict[str, Any] | None:
     return next((b for b in blamed if b.get("ort_node") or b["node"] == node), blamed[0] if blamed else None)
 
 
-# A release's side folder in a portable path, or in an error that quotes one: the same file of another release
-# groups with it (a path starts the text or follows a space, a quote or a bracket).
-_SIDE_FOLDER = re.compile(r"(?:^|(?<=[\s'\"(\[]))\.cache/transformers/[^/\s]+/")
 
 
 def refused_operator(record: dict[str, Any]) -> str | None:
@@ -77,10 +73,6 @@ def refused_operator(record: dict[str, Any]) -> str | None:
     if ort.get("type_binding"):
         return ort["type_binding"]["op_type"]
     return ort_message_operator(ort.get("message"))
-
-
-def _portable_source(source: str | None) -> str:
-    return _SIDE_FOLDER.sub("", source or "")
 
 
 def failure_key(record: dict[str, Any]) -> tuple[str, str, str]:
@@ -97,10 +89,10 @@ def failure_key(record: dict[str, Any]) -> tuple[str, str, str]:
             return outcome, operator, ""
         root = first_root(record) or {}
         code = (root.get("code") or "").split("  #", 1)[0].strip()
-        return outcome, operator, code or _portable_source(root.get("source")) or "(not blamed)"
+        return outcome, operator, code or portable.without_side_folder(root.get("source")) or "(not blamed)"
     error = record.get("error") or {}
     reason = (error.get("message") or "").strip().splitlines()
-    return outcome, str(error.get("stage", "")), _portable_source(reason[0]) if reason else ""
+    return outcome, str(error.get("stage", "")), portable.without_side_folder(reason[0]) if reason else ""
 
 
 def failure_groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,11 +113,12 @@ def failure_groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         group["by_release"].setdefault(record["release"], []).append(record["model_type"])
         root = first_root(record) if refused_operator(record) and key[0] != Outcome.MISSING_KERNEL else None
         if root and root.get("source"):
-            group["sources"].add(_portable_source(root["source"]))
+            group["sources"].add(portable.without_side_folder(root["source"]))
             group["code"] = group["code"] or root.get("code")
         first = (record.get("divergence") or {}).get("first")
         if first:
-            line = f"{_portable_source(first['file'])}:{first['line']} {first['eager_dtype']}->{first['graph_dtype']}"
+            file = portable.without_side_folder(first["file"])
+            line = f"{file}:{first['line']} {first['eager_dtype']}->{first['graph_dtype']}"
             group["first_divergences"][line] += 1
     ordered = sorted(groups.values(), key=lambda g: (-sum(map(len, g["by_release"].values())), g["outcome"]))
     for group in ordered:

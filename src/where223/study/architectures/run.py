@@ -33,7 +33,7 @@ from typing import Any
 from where223 import files
 from where223.graph.ort import refused_node
 from where223.outcomes import Outcome, from_verdict
-from where223.pipeline import records
+from where223.pipeline import portable
 from where223.sweep.exporters import EXPORTERS, NotApplicable
 from where223.sweep.recipes import RECIPES, Recipe
 from where223.sweep.stages import describe_error, time_stage, warning_lines
@@ -400,7 +400,7 @@ def blame_nodes(onnx_path: Path, findings: list[dict[str, Any]], named_by_ort: s
         frames = result.model_frames
         outside_torch = [frame for frame in frames if not _TORCH_FILE.search(frame.file)]
         top = (outside_torch or frames or [None])[0]
-        source_file = records.portable_text(top.file) if top else None
+        source_file = portable.text(top.file) if top else None
         blamed.append(
             {
                 "node": node,

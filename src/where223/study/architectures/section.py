@@ -23,14 +23,10 @@ def section(report: Report) -> None:
         "weights and exported as notebook 01 exports GPT-2 (CPU bf16 autocast, training mode, opset 17), then "
         "judged by ONNX Runtime, linted, blamed and compared with its eager run:",
         "",
-        "| release | attempted | built | fed | exported | judged | types accepted | accepted (runs here) |",
-        "|---|---|---|---|---|---|---|---|",
-        *[
-            f"| {release} | " + " | ".join(str(data["counts"][release][key]) for key in
-                                          ("attempted", "built", "fed", "exported", "judged", "types_accepted",
-                                           "accepted")) + " |"
-            for release in releases
-        ],
+        *markdown.table(
+            ["release", "attempted", "built", "fed", "exported", "judged", "types accepted", "accepted (runs here)"],
+            [[release, *(data["counts"][release][key] for key in COUNTED)] for release in releases],
+        ),
         "",
         "*Types accepted* counts the graphs ONNX Runtime refused only for a kernel its CPU provider lacks "
         "(bfloat16 MatMul or Gemm, say): their types pass the check that refuses GPT-2's `Where`.",
@@ -82,6 +78,7 @@ def section(report: Report) -> None:
     report.add(*lines)
     report.figure("architectures/outcomes", "Outcome of every architecture and release", "06_architectures")
 
+COUNTED = ("attempted", "built", "fed", "exported", "judged", "types_accepted", "accepted")
 OTHER_SHOWN = 12  # groups of other outcomes listed in section 6; the rest are counted and left to the summary
 
 WHAT_LIMIT = 100  # characters of a first error line shown in a group's label

@@ -23,10 +23,9 @@ def section(report: Report) -> None:
         f"the fixed attention into transformers {pinned} and restores the original on exit. "
         f"{overall_verdict(verification)}",
         "",
-        "| check | question | measured | tolerance | verdict |",
-        "|---|---|---|---|---|",
-        *[f"| `{c['name']}` | {c['question']} | {markdown.cell(c['value'])} | {markdown.cell(c['tolerance'])} | "
-          f"{markdown.cell(verdict_cell(c))} |" for c in verification["checks"]],
+        *markdown.table(["check", "question", "measured", "tolerance", "verdict"],
+                        [[f"`{c['name']}`", c["question"], c["value"], c["tolerance"], verdict_cell(c)]
+                         for c in verification["checks"]]),
         "",
         *[f"- `{c['name']}`: {c['detail']}" for c in verification["checks"] if c["detail"]],
         "",

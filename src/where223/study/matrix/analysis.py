@@ -20,7 +20,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from where223 import files
+from where223 import files, markdown
 from where223.graph.ort import (
     INFERENCE,
     INVALID_TYPE,
@@ -230,11 +230,9 @@ def _label_table(matrix: dict[str, Any], exporter: str) -> list[str]:
             rows[-1][0].append(tf)
         else:
             rows.append(([tf], labels))
-    lines = ["| transformers \\ torch | " + " | ".join(torch_axis) + " |", "|---" * (len(torch_axis) + 1) + "|"]
-    for versions, labels in rows:
-        name = versions[0] if len(versions) == 1 else f"{versions[0]} … {versions[-1]} ({len(versions)} alike)"
-        lines.append(f"| {name} | " + " | ".join(labels) + " |")
-    return lines
+    named = [[versions[0] if len(versions) == 1 else f"{versions[0]} … {versions[-1]} ({len(versions)} alike)",
+              *labels] for versions, labels in rows]
+    return markdown.table(["transformers \\ torch", *torch_axis], named)
 
 
 def _lint_lines(matrix: dict[str, Any]) -> list[str]:
@@ -289,10 +287,9 @@ def notes_section(matrix: dict[str, Any]) -> str:
         "",
     ]
     packages = sorted({name for env in matrix["cell_environments"].values() for name in env if name != "torch"})
-    lines += ["| torch | " + " | ".join(packages) + " |", "|---" * (len(packages) + 1) + "|"]
-    for tv in matrix["axes"]["torch"]:
-        env = matrix["cell_environments"].get(tv, {})
-        lines.append(f"| {tv} | " + " | ".join(str(env.get(name) or "none") for name in packages) + " |")
+    environments = [[tv, *(str(matrix["cell_environments"].get(tv, {}).get(name) or "none") for name in packages)]
+                    for tv in matrix["axes"]["torch"]]
+    lines += markdown.table(["torch", *packages], environments)
     return "\n".join([*lines, "", NOTES_END])
 
 

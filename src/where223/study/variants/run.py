@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from where223.gpt2 import models, variants
 from where223.gpt2.export import autocast
 from where223.graph.ort import judge
-from where223.pipeline import environment, paths, records
+from where223.pipeline import environment, paths, portable, records
 from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
 from where223.study.variants.analysis import (
     BASELINE,
@@ -259,7 +259,7 @@ def export_checks(name: str, settings: StudySettings, out_dir: Path) -> dict[str
     lint = lint_model(out)
     first = divergence.first
     return {
-        "onnx": paths.portable(str(out)),
+        "onnx": portable.path(str(out)),
         "lint_clean": lint.clean,
         "lint_violations": [
             {"op_type": v.op_type, "kind": v.kind, "node": v.node, "message": v.message()} for v in lint.violations
@@ -492,7 +492,7 @@ def run_study(
             rows[name].update(export_checks(name, settings, out.parent / "onnx"))
     elif export_record is not None:
         export_from = merge_export_columns(rows, records.read_json(export_record), settings)
-        export_from["path"] = paths.portable(str(export_record))
+        export_from["path"] = portable.path(str(export_record))
     progress(f"training steps: {settings.warmup} warm-up + at most {settings.steps} timed rounds")
     timed, timing = training_checks(settings, rows)
     for name, row in timed.items():
@@ -523,7 +523,7 @@ def run_study(
     for caveat in ("refused", "borrowed"):
         if export_from and caveat in export_from:
             record["recommendation"]["reasons"].append(f"export columns {caveat}: {export_from[caveat]}")
-    record = records.portable(record)
+    record = portable.record(record)
     records.write_json(out, record)
     record["path"] = str(out)
     return record

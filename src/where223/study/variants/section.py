@@ -61,20 +61,20 @@ def variant_tables(record: dict[str, Any]) -> list[str]:
     ):
         columns = [("variant", "variant"), *columns]
         lines += [
-            "| " + " | ".join(title for _, title in columns) + " |",
-            "|" + "---|" * len(columns),
-            *["| " + " | ".join(_cell(key, row[key]) for key, _ in columns) + " |" for row in rows],
+            *markdown.table([title for _, title in columns], [[_cell(key, row[key]) for key, _ in columns]
+                                                              for row in rows]),
             "",
         ]
     if absent:
         lines += [f"Not measured on this device for any variant: {', '.join(f'`{t}`' for _, t in absent)}.", ""]
     return lines
 
-def _cell(key: str, value: Any) -> str:
-    """A variant-table cell: ratios to three decimals, as the figure labels them."""
+def _cell(key: str, value: Any) -> Any:
+    """A variant-table cell's value: ratios to three decimals, as the figure labels them (`markdown.cell` writes
+    the others)."""
     if key.endswith("ratio") and isinstance(value, float):
         return f"{value:.3f}"
-    return f"`{value}`" if key == "variant" else markdown.cell(value)
+    return f"`{value}`" if key == "variant" else value
 
 def _rounds(record: dict[str, Any]) -> str:
     """How many timed rounds the variant study ran, and why it stopped there (records without a stopping rule
