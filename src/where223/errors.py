@@ -1,5 +1,6 @@
-"""What reaches the user when something is wrong: one error class for what cannot be done as asked, and
-one way to show text read from a file (node names above all) on a single line.
+"""What reaches the user when something is wrong: one error class for what cannot be done as asked (exit 2),
+one for what the tool did and found wanting (exit 1), and one way to show text read from a file (node names
+above all) on a single line. `where223.cli` maps them to exit codes in one place.
 
 Standard library only, so that `graph/`, `pipeline/` and the matrix's worker environments can all use it.
 """
@@ -14,6 +15,12 @@ class UsageError(Exception):
     them in a `problems` attribute: one line each) and exits 2; library callers catch it like any other
     exception (each subclass is also the built-in error it refines, e.g. ValueError).
     """
+
+
+class Finding(Exception):
+    """The tool did its work and found something the user must act on: a model it cannot repair, one ONNX Runtime
+    still refuses, a notebook that failed, nothing to draw. The command line prints the message as one line on
+    stderr and exits 1 (each subclass is also the built-in error it refines)."""
 
 
 NAME_LIMIT = 200  # characters of a name shown before it is cut

@@ -113,11 +113,11 @@ def test_precision_summary(tmp_path):
 
 def test_cli(repairable_model, clean_model, save, tmp_path, capsys):
     stem = tmp_path / "cli"
-    assert main(["draw", str(save(repairable_model)), "--out", str(stem), "--hops", "1"]) == 0
+    assert main(["draw", str(save(repairable_model)), "--stem", str(stem), "--hops", "1"]) == 0
     assert capsys.readouterr().out.split() == [f"{stem}.png", f"{stem}.svg"]
-    assert main(["draw", str(save(clean_model, "clean.onnx")), "--out", str(stem)]) == 1
+    assert main(["draw", str(save(clean_model, "clean.onnx")), "--stem", str(stem)]) == 1
     assert "no violations; name a node" in capsys.readouterr().err
-    assert main(["draw", str(save(clean_model, "clean.onnx")), "Where_224", "--out", str(stem)]) == 2
+    assert main(["draw", str(save(clean_model, "clean.onnx")), "Where_224", "--stem", str(stem)]) == 2
     assert "close names: Where_223" in capsys.readouterr().err
     assert main(["draw", str(tmp_path / "absent.onnx")]) == 2
     assert capsys.readouterr().err.count("\n") == 1

@@ -159,7 +159,7 @@ def test_hostile_structure_is_one_line_and_exit_2(case, tool, tmp_path):
     build, says = STRUCTURES[case]
     path = tmp_path / "model.onnx"
     onnx.save(build(), str(path))
-    args = {"lint": [path], "draw": [path, "--out", tmp_path / "fig"], "repair": [path, tmp_path / "out.onnx"]}
+    args = {"lint": [path], "draw": [path, "--stem", tmp_path / "fig"], "repair": [path, tmp_path / "out.onnx"]}
     done = where223(tool, *args[tool])
     assert_one_line(done, tool, 2, says)
     assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "fig.png").exists()
@@ -212,12 +212,12 @@ def test_judge_timeout_is_a_verdict_and_the_control_is_not():
 def test_draw_cuts_a_megabyte_name_and_tells_twins_apart(tmp_path, capsys):
     path = tmp_path / "big.onnx"
     onnx.save(hostile.where_conflict(node_name="W" * 1_000_000), str(path))
-    code, _, err = _run(["draw", path, "--out", tmp_path / "big"], capsys)
+    code, _, err = _run(["draw", path, "--stem", tmp_path / "big"], capsys)
     assert code == 0, err
     assert (tmp_path / "big.svg").stat().st_size < 200_000
     path = tmp_path / "twins.onnx"
     onnx.save(hostile.duplicate_names(), str(path))
-    code, _, err = _run(["draw", path, "twin", "--out", tmp_path / "twins"], capsys)
+    code, _, err = _run(["draw", path, "twin", "--stem", tmp_path / "twins"], capsys)
     assert code == 0, err
     types = model_types(hostile.duplicate_names())
     drawn = neighbourhood(types, "twin", 2, lint_types(types).violations)
@@ -231,7 +231,7 @@ def test_draw_cuts_a_megabyte_name_and_tells_twins_apart(tmp_path, capsys):
 def test_draw_escapes_control_characters_into_well_formed_svg(tmp_path, capsys):
     path = tmp_path / "ctrl.onnx"
     onnx.save(hostile.where_conflict(node_name="a\x01b\x1b[2J$\\frac{x"), str(path))
-    code, _, err = _run(["draw", path, "--out", tmp_path / "ctrl"], capsys)
+    code, _, err = _run(["draw", path, "--stem", tmp_path / "ctrl"], capsys)
     assert code == 0, err
     ElementTree.parse(tmp_path / "ctrl.svg")  # raises on a control character
 
@@ -243,7 +243,7 @@ def test_draw_replaces_a_symlink_at_its_output_instead_of_writing_through_it(tmp
     hostile.symlink(tmp_path / "fig.svg", victim)
     path = tmp_path / "m.onnx"
     onnx.save(hostile.where_conflict(), str(path))
-    code, _, err = _run(["draw", path, "--out", tmp_path / "fig"], capsys)
+    code, _, err = _run(["draw", path, "--stem", tmp_path / "fig"], capsys)
     assert code == 0, err
     assert victim.read_text() == "keep me"
     for suffix in (".png", ".svg"):

@@ -273,12 +273,12 @@ def test_bench_variants_publishes_its_record_only_when_the_study_completes(tmp_p
 
     monkeypatch.setattr(ranking, "format_table", lambda record: "table")
     monkeypatch.setattr(bench, "run_study", study("complete"))
-    assert cli.main(["bench-variants", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert cli.main(["bench-variants", "--device", "cpu", "--output-root", str(tmp_path)]) == 0
     published = tmp_path / "variants" / "variants-cpu.json"
     assert json.loads(published.read_text()) == {"result": "complete"}
     monkeypatch.setattr(bench, "run_study", study("half"))
     with pytest.raises(RuntimeError, match="half way"):
-        cli.main(["bench-variants", "--device", "cpu", "--out", str(tmp_path)])
+        cli.main(["bench-variants", "--device", "cpu", "--output-root", str(tmp_path)])
     assert json.loads(published.read_text()) == {"result": "complete"}
     kept = tmp_path / "failed" / "bench-variants-cpu"
     assert json.loads((kept / "variants" / "variants-cpu.json").read_text()) == {"result": "half"}

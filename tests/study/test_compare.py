@@ -108,17 +108,17 @@ def test_a_missing_record_does_not_reproduce(trees):
 
 def test_cli_exit_codes_and_one_line_errors(trees, tmp_path, capsys):
     reference, rerun = trees
-    assert cli.main(["compare", str(reference), "--outputs", str(rerun), "--summary"]) == 0
+    assert cli.main(["compare", str(reference), "--output-root", str(rerun), "--summary"]) == 0
     assert capsys.readouterr().out.startswith("reproduced")
     edit(rerun, VERIFICATION, lambda d: check_of(d, "lint").update(verdict="fail"))
-    assert cli.main(["compare", str(reference), "--outputs", str(rerun)]) == 1
+    assert cli.main(["compare", str(reference), "--output-root", str(rerun)]) == 1
     out = capsys.readouterr().out
     assert "| differs |" in out and out.strip().splitlines()[-1].startswith("not reproduced")
     empty = tmp_path / "empty"
     empty.mkdir()
-    for argv in (["compare", "no-such-revision-or-folder", "--outputs", str(rerun)],
-                 ["compare", str(empty), "--outputs", str(rerun)],
-                 ["compare", str(reference), "--outputs", str(tmp_path / "missing")]):
+    for argv in (["compare", "no-such-revision-or-folder", "--output-root", str(rerun)],
+                 ["compare", str(empty), "--output-root", str(rerun)],
+                 ["compare", str(reference), "--output-root", str(tmp_path / "missing")]):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("where223 compare:"), err

@@ -126,7 +126,7 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
     for name, space in spaces.items():
         outputs[name].mkdir()
         command = [sys.executable, "-m", "where223", "sweep", "--space", str(space), "--scheduler", address,
-                   "--outputs", str(outputs[name])]  # fmt: skip
+                   "--output-root", str(outputs[name])]  # fmt: skip
         runs[name] = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True)  # fmt: skip
     for run in runs.values():
@@ -154,7 +154,7 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
         assert broken["outcome"] == "not_built" and broken["error"]["stage"] == "stack"
         assert "where223-no-such-package" in broken["reason"] and "\n" not in broken["reason"]
     # a rerun resumes: every cell is recorded with its key, so nothing runs (the cluster is not even asked)
-    again = sweep("--space", str(spaces["long"]), "--scheduler", address, "--outputs", str(outputs["long"]), env=env)
+    again = sweep("--space", str(spaces["long"]), "--scheduler", address, "--output-root", str(outputs["long"]), env=env)
     assert again.returncode == 0 and "all 4 cells already recorded" in again.stdout
 
 
@@ -165,7 +165,7 @@ def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(cluster, t
     outputs.mkdir()
     env = {**os.environ, "WHERE223_STACKS": str(write_stacks(tmp_path))}
     space = write_space(tmp_path, "[control-exit, control-sleep]", timeout_s=3)
-    first = sweep("--space", str(space), "--workers", "2", "--outputs", str(outputs), env=env)
+    first = sweep("--space", str(space), "--workers", "2", "--output-root", str(outputs), env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "ran 2 cells" in first.stdout
     exited = outputs / "engine/project/control-exit.json"
@@ -175,11 +175,11 @@ def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(cluster, t
     foreign = {**json.loads(slept.read_text()), "key": {**json.loads(slept.read_text())["key"], "opset": 18}}
     slept.write_text(json.dumps(foreign))  # another cell's record at this path: not this cell's
     before = exited.stat().st_mtime_ns
-    second = sweep("--space", str(space), "--scheduler", cluster[0], "--outputs", str(outputs), env=env)
+    second = sweep("--space", str(space), "--scheduler", cluster[0], "--output-root", str(outputs), env=env)
     assert second.returncode == 0 and "ran 1 cells" in second.stdout, second.stdout
     assert exited.stat().st_mtime_ns == before and json.loads(slept.read_text())["key"]["opset"] == "auto"
     forced = sweep("--space", str(space), "--scheduler", cluster[0], "--model", "control-exit", "--force",
-                   "--outputs", str(outputs), env=env)  # fmt: skip
+                   "--output-root", str(outputs), env=env)  # fmt: skip
     assert forced.returncode == 0 and "ran 1 cells" in forced.stdout and exited.stat().st_mtime_ns != before
 
 
@@ -190,7 +190,7 @@ def test_past_its_deadline_a_sweep_records_the_unfinished_cells_not_run_and_a_re
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     space = write_space(tmp_path, "[control-exit, control-sleep]", timeout_s=600)
-    common = ("--space", str(space), "--scheduler", address, "--outputs", str(outputs))
+    common = ("--space", str(space), "--scheduler", address, "--output-root", str(outputs))
     assert sweep(*common, "--model", "control-exit", env=env).returncode == 0  # recorded before any deadline
     soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=4)).isoformat()
     done = sweep(*common, "--deadline", soon, env=env)  # the sleeping cell is still running at the deadline

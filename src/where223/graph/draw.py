@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from where223.errors import printable
+from where223.errors import Finding, printable
 from where223.figures import TEXT_SIZE, TITLE_SIZE, new_figure, save_figure
 from where223.graph.blame import blame
 from where223.graph.dtypes import short_type
@@ -252,7 +252,7 @@ def _typed(model: ModelLike) -> tuple[ModelTypes, list[Violation]]:
     return types, lint_types(types).violations
 
 
-class NothingToDrawError(ValueError):
+class NothingToDrawError(Finding, ValueError):
     """No node was named and the model has no violation to centre the drawing on."""
 
 

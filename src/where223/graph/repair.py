@@ -10,12 +10,13 @@ One Cast is shared by every node in a graph that needs the same value in the sam
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
-from where223.errors import printable
+from where223.errors import Finding, UsageError, printable
 from where223.files import temporary_folder
 from where223.graph.dtypes import elem_type_of, short_type, tensor_type_string
 from where223.graph.lint import Binding, FindingKind, Violation, lint_model, lint_types
@@ -25,8 +26,12 @@ from where223.graph.types import model_types
 _EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroom for the graph
 
 
-class RepairError(RuntimeError):
+class RepairError(Finding, RuntimeError):
     """The model cannot be repaired by Cast insertion (or binding conflicts remain after it)."""
+
+
+class RepairRefused(Finding, RuntimeError):
+    """The repaired model is written, and ONNX Runtime refuses it (or did not judge it within its time)."""
 
 
 @dataclass(frozen=True)
@@ -181,3 +186,57 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
         os.replace(staging / path.name, path)
     return path
 
+
+ORT_TIMEOUT_S = 60.0  # default time ONNX Runtime may take to create a session for a repaired model
+
+
+def repair_file(
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    target: str = "output",
+    ort_timeout_s: float = ORT_TIMEOUT_S,
+    say: Callable[[str], None] = print,
+) -> list[Change]:
+    """`where223 repair`: repair the model at `source` into `output`, re-lint it and have ONNX Runtime judge it
+    (in a child process, within `ort_timeout_s`), saying each step's result through `say`; returns the changes.
+
+    Nothing is written when there is nothing to repair. RepairError (exit 1) when the model cannot be repaired,
+    RepairRefused (exit 1, the file written) when ONNX Runtime refuses the result or takes too long; UsageError for
+    a target that names no ONNX type; UnreadableModelError for an input that cannot be read.
+    """
+    from where223.graph.ort import OrtVerdict, judge
+
+    if target != "output":
+        try:
+            tensor_type_string(target)
+        except ValueError as error:
+            raise UsageError(f"--to: {error}") from error
+    model, _ = load_model(source, load_weights=True)
+    repaired, changes = repair(model, target=target)
+    if not changes:
+        say(f"{source}: no type-binding conflicts; nothing changed, nothing written")
+        return changes
+    save_model(repaired, output)
+    say(f"repaired {source} -> {output}: {len(changes)} change(s)")
+    for change in changes:
+        say(f"  {change}")
+    relinted = lint_model(output)
+    remaining = relinted.violations
+    if remaining:
+        left = f"; {len(remaining)} other finding(s) left in place:"
+    else:
+        left = ", clean" if relinted.clean else ", no other finding among the nodes checked"
+    say(f"re-lint: no type-binding conflict left{left}")
+    for violation in remaining:
+        say(f"  {violation.message()}")
+    judgement = judge(output, timeout_s=ort_timeout_s)
+    if judgement.verdict == OrtVerdict.MISSING_KERNEL:
+        say("ONNX Runtime accepts the repaired model's types; this machine cannot execute it: "
+            + printable((judgement.message or "").strip(), 2000))
+    elif judgement.verdict == OrtVerdict.TIMEOUT:
+        raise RepairRefused(f"{output} is written but unchecked: {judgement.message} (--ort-timeout to wait longer)")
+    elif judgement.verdict != OrtVerdict.ACCEPTED:
+        raise RepairRefused(f"ONNX Runtime refuses the repaired model: {judgement.message}")
+    else:
+        say("ONNX Runtime loads the repaired model")
+    return changes

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from where223 import markdown
-from where223.errors import UsageError
+from where223.errors import Finding, UsageError
 from where223.files import write_atomic
 from where223.pipeline import portable
 from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, ROOT, slug
@@ -42,7 +42,7 @@ class PlanError(UsageError, ValueError):
         super().__init__("\n".join(self.problems))
 
 
-class NotebookFailedError(RuntimeError):
+class NotebookFailedError(Finding, RuntimeError):
     """A planned notebook raised; its staged files and executed copy, traceback included, are under outputs/failed/."""
 
 

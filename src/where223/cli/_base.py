@@ -1,0 +1,91 @@
+"""What every command shares: the Command class (its docstring is its help), the parser with one-line errors,
+and the three ways a handler talks (a result line on stdout, progress on stderr, a complaint on stderr)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, NoReturn
+
+from where223.errors import printable
+
+ERROR_LIMIT = 2000  # characters of one error line
+
+
+def library_doc(target: str) -> str:
+    """The docstring of `module` or `module:function`, read from the module's source without importing it."""
+    module, _, name = target.partition(":")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise LookupError(f"no module {module}")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    if not name:
+        return ast.get_docstring(tree) or ""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return ast.get_docstring(node) or ""
+    raise LookupError(f"{module} defines no {name}")
+
+
+class Command:
+    """A subcommand: the subclass's docstring is its help, `run` its handler beside `add_arguments`."""
+
+    name: ClassVar[str]
+    explained_by: ClassVar[str]  # the library module or `module:function` whose docstring --help adds
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the docstring: the command's entry in `where223 --help`."""
+        return inspect.getdoc(cls).splitlines()[0]
+
+    @classmethod
+    def description(cls) -> str:
+        """The whole docstring, then the library's own."""
+        return f"{inspect.getdoc(cls)}\n\n{cls.explained_by.replace(':', '.')}:\n{library_doc(cls.explained_by)}"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """Declare the command's options."""
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        """Do the work and print the result; return the exit status."""
+        raise NotImplementedError
+
+
+def say(line: str) -> None:
+    """A result line, on stdout."""
+    print(line, flush=True)
+
+
+def progress(line: str) -> None:
+    """A progress line, on stderr (stdout stays the result)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def complain(command: str, message: str) -> None:
+    """The one-line complaint of `command` on stderr: `where223 CMD: message`."""
+    print(f"where223 {command}: {printable(message, ERROR_LIMIT)}", file=sys.stderr, flush=True)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, and a description written only when help is shown."""
+
+    def __init__(self, *args: Any, describe: Callable[[], str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        self._describe = describe
+
+    def format_help(self) -> str:
+        if self._describe is not None:
+            self.description = self._describe()
+        return super().format_help()
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {printable(message, ERROR_LIMIT)} (see {self.prog} --help)\n")
+
+

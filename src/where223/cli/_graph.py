@@ -1,0 +1,157 @@
+"""The graph tools' commands: `lint`, `blame`, `draw`, `repair` (onnx only: none of them loads torch)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from where223.cli import _options as options
+from where223.cli._base import Command, say
+from where223.cli._options import same_file, writable_file
+from where223.errors import UsageError, printable
+from where223.graph.repair import ORT_TIMEOUT_S
+
+
+class Lint(Command):
+    """Check every node's type constraints against ONNX's own operator schemas.
+
+    Roots are listed first, each with the consequences that follow from it. Exit 0 clean (every node checked),
+    1 violations found, 2 unreadable input or onnx's inliner or shape inference failing on it (one line),
+    3 incomplete: no violation among the nodes checked, but some values stayed untyped or nodes unchecked.
+    """
+
+    name = "lint"
+    explained_by = "where223.graph.lint"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", help="path to an .onnx file")
+        options.json_output(parser, "the report")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.lint import LintOutcome, lint_model
+
+        report = lint_model(args.model)
+        say(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+        return {LintOutcome.CLEAN: 0, LintOutcome.VIOLATIONS: 1, LintOutcome.INCOMPLETE: 3}[report.outcome]
+
+
+class Blame(Command):
+    """Show the Python source lines that produced an ONNX node.
+
+    Exit 0 found, 1 no source recorded, 2 unreadable model or unknown node.
+    """
+
+    name = "blame"
+    explained_by = "where223.graph.blame"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", help="path to an .onnx file")
+        parser.add_argument("node", help="node name, e.g. /transformer/h.0/attn/Where or Where_223")
+        options.json_output(parser)
+        parser.add_argument(
+            "--all", action="store_true", help="also show torch's nn.Module call and export machinery frames"
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.blame import blame
+        from where223.pipeline import portable
+
+        result = blame(args.model, args.node)
+        # paths relative to site-packages or the repository, as in the records
+        if args.json:
+            say(json.dumps(portable.record(result.to_dict()), indent=2))
+        elif result.frames:
+            say(portable.text(result.format(all_frames=args.all)))
+        else:
+            print(result.format(), file=sys.stderr)
+        return 0 if result.frames else 1
+
+
+class Draw(Command):
+    """Draw a node's dtype-labelled neighbourhood as PNG and SVG; prints the two paths.
+
+    Exit 0 drawn, 1 no node named and no violation to centre on, 2 bad input or output path. No folder is
+    created: the folder of --stem must exist.
+    """
+
+    name = "draw"
+    explained_by = "where223.graph.draw:draw_neighbourhood"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", help="path to an .onnx file")
+        parser.add_argument("node", nargs="?", help="centre node (default: the first lint violation)")
+        parser.add_argument(
+            "--hops", type=options.non_negative_int, default=2, help="neighbourhood radius in edges (default 2)"
+        )
+        parser.add_argument(
+            "--stem", default="neighbourhood", help="the figures' path without suffix (default ./neighbourhood)"
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.draw import draw_neighbourhood
+
+        for suffix in (".png", ".svg"):
+            writable_file(f"{args.stem}{suffix}")
+        for path in draw_neighbourhood(args.model, args.node, args.hops, args.stem):
+            say(printable(str(path), None))
+        return 0
+
+
+class Repair(Command):
+    """Insert Casts that resolve every type-binding violation, re-lint, and load the result in ONNX Runtime.
+
+    Prints every change. Exit 0 repaired (or nothing to repair: nothing is written), 1 not repairable or refused
+    by ONNX Runtime, 2 unreadable input (its external weights included) or an output that cannot be written: a
+    directory, a missing folder (none is created), or the input itself without --in-place. The output is
+    written atomically (a temporary file beside it, then renamed).
+    """
+
+    name = "repair"
+    explained_by = "where223.graph.repair:repair_file"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("input", help="the exported .onnx file")
+        parser.add_argument("output", nargs="?", help="where to write the repaired model (not the input)")
+        parser.add_argument("--in-place", action="store_true", help="overwrite the input instead (give no output)")
+        parser.add_argument(
+            "--to",
+            default="output",
+            help="cast target: 'output' (the type the node's output already has, default) or an ONNX "
+            "type name such as float, float16, bfloat16",
+        )
+        parser.add_argument(
+            "--ort-timeout", type=options.positive_float, default=ORT_TIMEOUT_S, metavar="SECONDS",
+            help=f"time ONNX Runtime may take to judge the result (default {ORT_TIMEOUT_S:g}; then: timeout, exit 1)",
+        )  # fmt: skip
+
+    @staticmethod
+    def output_path(args: argparse.Namespace) -> Path:
+        """Where the repaired model goes: OUTPUT, or INPUT with --in-place; never the input by accident."""
+        source = Path(args.input)
+        if args.in_place:
+            if args.output is not None and not same_file(Path(args.output), source):
+                raise UsageError("--in-place overwrites the input: give no output")
+            # a symlinked input: the file it points to is rewritten, the link stays a link
+            return writable_file(str(source.resolve()) if source.is_symlink() else args.input)
+        if args.output is None:
+            raise UsageError("name the output file, or pass --in-place to overwrite the input")
+        output = writable_file(args.output)
+        if same_file(output, source):
+            raise UsageError(f"{args.output} is the input; pass --in-place to overwrite it")
+        return output
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.repair import repair_file
+
+        repair_file(args.input, Repair.output_path(args), target=args.to, ort_timeout_s=args.ort_timeout, say=say)
+        return 0

@@ -1,0 +1,171 @@
+"""The studies' commands: `report` (the write-up), `bench-variants` (question 4 outside its notebook), `sweep`
+(questions 5, 6 and those to come, on the sweep engine)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from where223.cli import _options as options
+from where223.cli._base import Command, progress, say
+
+if TYPE_CHECKING:
+    from where223.study.variants.run import StudySettings
+
+
+class Report(Command):
+    """Regenerate outputs/REPORT.md, the reviewer write-up, from the recorded JSON; prints its path."""
+
+    name = "report"
+    explained_by = "where223.study.report"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        options.output_root(parser, "read and write")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.study import report
+
+        say(str(report.write_report(options.resolved_output_root(args, report.OUTPUTS))))
+        return 0
+
+
+class BenchVariants(Command):
+    """Measure every way of writing GPT-2's scale and mask lines: tracing, numbers, syncs, step time.
+
+    Prints the table and the recommendation; writes outputs/variants/variants-DEVICE.json.
+    """
+
+    name = "bench-variants"
+    explained_by = "where223.study.variants.run"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+        parser.add_argument("--amp-dtype", default="auto", help="auto (fp16 on CUDA, bf16 on CPU) | bf16 | fp16")
+        parser.add_argument("--preset", default="gpt2", help="model of the training steps: gpt2 (124M) | tiny")
+        parser.add_argument("--batch-size", type=int, default=1, help="rows per training step (default 1)")
+        parser.add_argument("--seq-len", type=int, default=16, help="tokens per row (default 16)")
+        parser.add_argument("--steps", type=int, default=20, help="timed steps per variant (default 20)")
+        parser.add_argument("--warmup", type=int, default=2, help="untimed round-robin rounds first (default 2)")
+        parser.add_argument("--profile-steps", type=int, default=3, help="profiled steps per variant, CUDA only")
+        parser.add_argument("--seed", type=int, default=0, help="model initialisation and synthetic data (default 0)")
+        parser.add_argument("--variants", help="comma-separated variant names (default: every measured variant)")
+        parser.add_argument("--no-export", action="store_true", help="skip the ONNX export checks")
+        options.output_root(parser, "write (the JSON goes to its variants/)")
+        options.wait(parser)
+
+    @staticmethod
+    def study_settings(args: argparse.Namespace) -> StudySettings:
+        """The study's StudySettings from the options (a ParameterError names a bad one)."""
+        from where223.study.variants import run as bench
+
+        return bench.StudySettings.resolve(
+            device=args.device,
+            amp_dtype=args.amp_dtype,
+            preset=args.preset,
+            batch_size=args.batch_size,
+            seq_len=args.seq_len,
+            steps=args.steps,
+            warmup=args.warmup,
+            profile_steps=args.profile_steps,
+            seed=args.seed,
+            export=not args.no_export,
+            names=args.variants.split(",") if args.variants else bench.MEASURED,
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.pipeline import paths, publish
+        from where223.study.variants import analysis as ranking
+        from where223.study.variants import run as bench
+
+        settings = BenchVariants.study_settings(args)
+        output_root = options.resolved_output_root(args, paths.OUTPUTS, must_exist=False)
+        # Staged like a notebook run: the record reaches the outputs only from a study that completed.
+        with publish.staged(f"bench-variants-{settings.device}", output_root, wait=args.wait) as stage:
+            record = bench.run_study(settings, stage, progress=progress)
+        say(ranking.format_table(record))
+        say(f"\nwritten: {output_root / Path(record['path']).relative_to(stage)}")
+        return 0
+
+
+class Sweep(Command):
+    """Run (or resume) a sweep's cells on dask.distributed, then summarize its records.
+
+    --space names a committed YAML space (spaces/matrix.yaml, spaces/architectures.yaml); every cell not yet
+    recorded with its key runs as a Dask task, on a local cluster of single-threaded workers (one per core) or on
+    the cluster at --scheduler. A status line tells done / failed / left, the rate and the time left. The outputs
+    tree is locked for the sweep's whole run. Unknown names in the space or the filters, or an unreachable
+    scheduler: one line, exit 2, nothing written. `make sweep` runs both spaces, then notebooks 05 and 06.
+    """
+
+    name = "sweep"
+    explained_by = "where223.sweep.driver"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--space", required=True, type=Path, help="a YAML space (spaces/*.yaml)")
+        parser.add_argument("--scheduler", type=options.scheduler, help="a running Dask scheduler, tcp://HOST:8786")
+        parser.add_argument("--workers", type=options.non_negative_int, help="local workers (default: one per core)")
+        for field in ("stack", "model", "recipe", "exporter"):
+            parser.add_argument(f"--{field}", help=f"comma-separated glob patterns: only cells whose {field} matches")
+        parser.add_argument("--force", action="store_true", help="rerun cells that are already recorded")
+        parser.add_argument(
+            "--deadline", type=options.deadline,
+            help="ISO time (UTC if naive) after which unfinished cells become not_run",
+        )
+        options.output_root(parser, "write the records to")
+        parser.add_argument("--summary-only", action="store_true", help="only rewrite the study's summary")
+        parser.add_argument(
+            "--lock", action="store_true", help="only compile the locks of the space's environments (uv pip compile)"
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.pipeline import paths, publish
+        from where223.sweep import driver
+        from where223.sweep.space import load_space
+
+        space = load_space(args.space)
+        if args.lock:
+            from where223.sweep import stacks
+
+            environments = {stack.environment.name: stack.environment for stack in space.stacks.values()}
+            common = stacks.load_stacks().common
+            for name, environment in environments.items():
+                if name != stacks.PROJECT:
+                    say(f"{name}: {stacks.compile_lock(environment, common)}")
+            return 0
+        filters = {field: options.patterns(getattr(args, field)) for field in ("stack", "model", "recipe", "exporter")}
+        if any(filters.values()):
+            space = space.select(filters)
+        outputs = options.resolved_output_root(args, paths.OUTPUTS)
+        with publish.outputs_lock(outputs):
+            if not args.summary_only:
+                say(f"{space.name}: {len(space.cells)} cells")
+                counts = driver.run(
+                    space, scheduler=args.scheduler, workers=args.workers or None, force=args.force,
+                    output_root=outputs, deadline=args.deadline, say=say,
+                )  # fmt: skip
+                say(f"{space.name}: ran {sum(counts.values())} cells: {json.dumps(dict(sorted(counts.items())))}")
+            summary = summarize(space.study, outputs)
+        say(f"{space.name}: {summary}")
+        return 0
+
+
+def summarize(study: str, outputs: Path) -> str:
+    """Rewrite a study's summary from its records under `outputs`; its counts, in one line."""
+    if study == "matrix" and (outputs / "matrix" / "cells").is_dir():
+        from where223.study.matrix import analysis as matrix
+
+        return f"matrix.json: {json.dumps(matrix.aggregate(outputs / 'matrix')['counts'], sort_keys=True)}"
+    if study == "architectures" and (outputs / "architectures").is_dir():
+        from where223.study.architectures import analysis as architectures
+
+        counts = architectures.summarize(outputs / "architectures")["counts"]
+        return f"summary.json: {json.dumps(counts, sort_keys=True)}"
+    return "no summary for this study"
