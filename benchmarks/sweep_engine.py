@@ -58,7 +58,8 @@ def run_engine(workers: int, types: Sequence[str], scratch: Path) -> tuple[float
     outputs = scratch / f"engine-{workers}"
     outputs.mkdir(parents=True)
     command = [sys.executable, "-m", "where223", "sweep", "--space", "spaces/architectures.yaml", "--stack", "project",
-               "--model", ",".join(types), "--force", "--workers", str(workers), "--output-root", str(outputs)]  # fmt: skip
+               "--model", ",".join(types), "--force", "--workers", str(workers),
+               "--output-root", str(outputs)]  # fmt: skip
     start = time.monotonic()
     subprocess.run(command, cwd=paths.ROOT, check=True, capture_output=True, text=True)
     return time.monotonic() - start, _records(outputs / "architectures" / "4.25.1")

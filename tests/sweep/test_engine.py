@@ -154,7 +154,8 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
         assert broken["outcome"] == "not_built" and broken["error"]["stage"] == "stack"
         assert "where223-no-such-package" in broken["reason"] and "\n" not in broken["reason"]
     # a rerun resumes: every cell is recorded with its key, so nothing runs (the cluster is not even asked)
-    again = sweep("--space", str(spaces["long"]), "--scheduler", address, "--output-root", str(outputs["long"]), env=env)
+    again = sweep("--space", str(spaces["long"]), "--scheduler", address, "--output-root", str(outputs["long"]),
+                  env=env)
     assert again.returncode == 0 and "all 4 cells already recorded" in again.stdout
 
 
