@@ -9,7 +9,7 @@ import subprocess
 import nbformat
 
 from where223.pipeline.paths import ROOT
-from where223.pipeline.run import make_portable
+from where223.pipeline.portable import rewrite_notebook
 
 # what the before-stop checklist looks for: a site-packages folder or an absolute path under a machine's roots
 MACHINE_PATH = re.compile(rb"/lib(?:64)?/python3\.\d+/site-packages/|(?<![\w.])/(?:work|tmp|root|home)/[\w.-]+/")
@@ -27,7 +27,7 @@ def _notebook_with(text: str) -> nbformat.NotebookNode:
     return notebook
 
 
-def test_make_portable_rewrites_every_output(tmp_path):
+def test_rewrite_notebook_rewrites_every_output(tmp_path):
     text = (
         f"{ROOT}/.venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning\n"
         f"{ROOT}/outputs/.staging/05_matrix/matrix/heatmap.png\n"
@@ -35,7 +35,7 @@ def test_make_portable_rewrites_every_output(tmp_path):
     path = tmp_path / "executed.ipynb"
     nbformat.write(_notebook_with(text), path)
     assert MACHINE_PATH.search(path.read_bytes())  # control: the file as papermill leaves it names the checkout
-    make_portable(path)
+    rewrite_notebook(path)
     rewritten = path.read_bytes()
     assert not MACHINE_PATH.search(rewritten) and str(ROOT).encode() not in rewritten
     portable = nbformat.read(path, as_version=4)

@@ -58,12 +58,12 @@ def test_graph_results_keep_portable_stack_paths_from_any_working_folder(tmp_pat
     )  # fmt: skip
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    from where223.pipeline import paths
+    from where223.pipeline import portable
 
-    monkeypatch.setattr(paths, "ROOT", tmp_path)  # a checkout at tmp_path ...
+    monkeypatch.setattr(portable, "ROOT", tmp_path)  # a checkout at tmp_path ...
     elsewhere = tmp_path / "work"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # ... whose sweep workers run in folders of their own inside it
     assert [r.file for r in divergence.graph_results(path)] == ["transformers/models/m/modeling_m.py"]
-    monkeypatch.setattr(divergence, "_portable", divergence.portable)  # control: resolving against the folder
+    monkeypatch.setattr(portable, "frame_file", portable.path)  # control: resolving against the folder
     assert divergence.graph_results(path)[0].file.endswith("work/transformers/models/m/modeling_m.py")

@@ -10,7 +10,8 @@ wherever the clone, the interpreter and the kernel live. Standard library only (
 - `checkout_relative`: this checkout's absolute paths relative to the repository (the HTML a reviewer reads);
 - `without_side_folder`: a source path with its transformers release's side folder left out, so the same file
   of two releases groups together;
-- `notebook`: an executed notebook's outputs and papermill's record of its paths, through `text`.
+- `notebook`: an executed notebook's outputs and papermill's record of its paths, through `text`;
+  `rewrite_notebook` does it to a file, so the committed copy is the same wherever the clone lives.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+from where223.files import write_atomic
 from where223.pipeline.paths import ROOT, published
 
 _SITE_PACKAGES_MARKER = "site-packages/"
@@ -114,3 +116,10 @@ def notebook(executed: Any) -> Any:
             if output.output_type == "error":
                 output.traceback = [text(line) for line in output.traceback]
     return executed
+
+
+def rewrite_notebook(path: Path) -> Path:
+    """Rewrite the executed notebook at `path` with `notebook`, atomically."""
+    import nbformat
+
+    return write_atomic(path, nbformat.writes(notebook(nbformat.read(path, as_version=4))))

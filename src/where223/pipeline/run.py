@@ -235,7 +235,7 @@ def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_N
                     cwd=str(NOTEBOOKS),
                     progress_bar=sys.stderr.isatty(),
                 )
-                make_portable(executed)
+                portable.rewrite_notebook(executed)
                 export_html(executed)
         except PublishError:
             raise  # the run completed; its files could not be switched in (one line, the tree as it was)
@@ -255,15 +255,6 @@ _OFFLINE_TEMPLATE_TEXT = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 """
-
-
-def make_portable(notebook: Path) -> Path:
-    """Rewrite an executed notebook with portable paths (`where223.pipeline.portable.notebook`), so the committed
-    copy is the same wherever the clone lives and whenever it runs."""
-    import nbformat
-
-    executed = portable.notebook(nbformat.read(notebook, as_version=4))
-    return write_atomic(notebook, nbformat.writes(executed))
 
 
 def reviewer_copy(notebook: Any, name: str = "") -> Any:
