@@ -74,8 +74,9 @@ MIN_ROUNDS = 6  # timed rounds before the rule is consulted (a spread from fewer
 STABLE_ROUNDS = 3  # consecutive rounds over which no decision between two variants may change
 STOPPING_RULE = (
     f"timed rounds go on until every pair of variants the recommendation can depend on (`pairs`: eligible and "
-    f"equal on every criterion ranked before time; ranking.timing_pairs) has kept the same timing decision (a tie "
-    f"within the larger run-to-run spread, or one faster: ranking.timing_tie on their paired ratios) over the "
+    f"equal on every criterion ranked before time; variants.analysis.timing_pairs) has kept the same timing "
+    f"decision (a tie within the larger run-to-run spread, or one faster: variants.analysis.timing_tie on their "
+    f"paired ratios) over the "
     f"last {STABLE_ROUNDS} rounds, consulted from round {MIN_ROUNDS} on, and stop at the settings' `steps` "
     f"rounds at most; a variant in none of those pairs is timed for the first {MIN_ROUNDS} rounds only (its "
     f"`steps_timed`; its ratio pairs those rounds with the baseline's and has the precision they give)"

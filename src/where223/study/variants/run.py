@@ -8,7 +8,7 @@ Every measured variant (`MEASURED`, registered in `where223.gpt2.variants`) gets
   of the attention block;
 - eager training steps of the preset (forward and backward under autocast; the optimizer step, the same for
   every variant, is left out), variants interleaved round-robin on one model so that drift hits them alike,
-  for as many rounds as `ranking.STOPPING_RULE` needs: step time as a ratio to 4.25; on CUDA,
+  for as many rounds as `analysis.STOPPING_RULE` needs: step time as a ratio to 4.25; on CUDA,
   `cudaStreamSynchronize` calls, `cudaMemcpy*` runtime calls and host-to-device copies per step from
   torch.profiler; on CPU those are "not measured", and
   the host-made tensors per step (each becomes a host-to-device copy on a GPU) are counted instead.
