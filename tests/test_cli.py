@@ -64,6 +64,7 @@ SPACE = {
     "records": "'cli-test/{model}.json'",
     "stacks": "[project]",
     "models": "[gpt2-tiny]",
+    "runner": "where223.study.matrix.run",
     "recipes": "[cpu_bf16_autocast]",
     "exporters": "[torchscript]",
 }

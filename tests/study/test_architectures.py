@@ -56,7 +56,8 @@ def test_two_architectures_end_to_end(tmp_path):
         key = {"stack": "project", "model": model, "recipe": "cpu_bf16_autocast", "exporter": "torchscript",
                "opset": 17, "mode": "train"}  # fmt: skip
         facts = {"torch": "2.1.2", "transformers": INSTALLED}
-        record = worker.run_cell(key, sys.executable, paths.ROOT / "src", tmp_path / "work" / model, 300, stack=facts)
+        record = worker.run_cell(key, sys.executable, paths.ROOT / "src", tmp_path / "work" / model, 300, stack=facts,
+                                 runner="where223.study.architectures.run")
         records.write_json(tmp_path / "out" / INSTALLED / f"{model}.json", record)
     summary = architectures.summarize(tmp_path / "out")
     assert summary["counts"][INSTALLED] == {

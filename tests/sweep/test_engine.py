@@ -45,7 +45,7 @@ def write_stacks(tmp_path: Path) -> Path:
 def write_space(tmp_path: Path, models: str, stacks: str = "[project]", timeout_s: int = 60) -> Path:
     space = tmp_path / f"space-{len(list(tmp_path.glob('space-*')))}.yaml"
     space.write_text(
-        "study: engine-test\nrecords: 'engine/{stack}/{model}.json'\n"
+        "study: engine-test\nrecords: 'engine/{stack}/{model}.json'\nrunner: where223.study.matrix.run\n"
         f"timeout_s: {timeout_s}\nstacks: {stacks}\nmodels: {models}\n"
         "recipes: [cpu_bf16_autocast]\nexporters: [torchscript]\n"
     )

@@ -12,7 +12,7 @@ from where223.sweep.space import Cell, is_done, load_space
 
 BASE = {
     "study": "t", "records": "'t/{stack}/{model}-{exporter}.json'", "stacks": "[project]", "models": "[gpt2-tiny]",
-    "recipes": "[cpu_bf16_autocast]", "exporters": "[torchscript]",
+    "recipes": "[cpu_bf16_autocast]", "exporters": "[torchscript]", "runner": "where223.study.matrix.run",
 }  # fmt: skip
 
 
@@ -53,6 +53,8 @@ def test_the_model_types_listed_are_the_installed_transformers_mappings():
         ({"records": "'../{model}.json'"}, "leaves the outputs tree"),
         ({"records": "'t/{stack}.json'", "exporters": "[torchscript, dynamo]"}, "share"),
         ({"models": "{}"}, "`models` must be"),
+        ({"runner": "where223.study.no_such_runner"}, "runner 'where223.study.no_such_runner' is no importable"),
+        ({"runner": "null"}, "name the `runner` module"),
     ],
 )
 def test_a_bad_space_is_one_usage_error(tmp_path, fields, says):
@@ -65,6 +67,9 @@ def test_control_the_base_space_loads(tmp_path):
     expected = {"stack": "project", "model": "gpt2-tiny", "recipe": "cpu_bf16_autocast", "exporter": "torchscript",
                 "opset": "auto", "mode": "train"}  # fmt: skip
     assert [c.key() for c in space.cells] == [expected]
+    assert space.runner == "where223.study.matrix.run"
+    controls_only = load_space(space_file(tmp_path, models="[control-sleep]", runner="null"))
+    assert controls_only.runner is None  # the engine's controls need no runner
 
 
 def test_select_keeps_matching_cells_and_refuses_an_empty_selection(tmp_path):

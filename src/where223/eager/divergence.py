@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from where223.gpt2.export import autocast
+from where223.eager.precision import autocast
 from where223.graph.blame import SourceFiles, parse_stack
 from where223.graph.dtypes import short_type
 from where223.graph.loading import load_model

@@ -10,18 +10,9 @@ from pathlib import Path
 
 import torch
 
+from where223.eager.precision import AMP_DTYPES, autocast  # noqa: F401 - re-exported for the case
 from where223.files import atomic_path
 from where223.pipeline import portable
-
-AMP_DTYPES: dict[str, torch.dtype | None] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
-
-
-def autocast(device: str, amp_dtype: str) -> contextlib.AbstractContextManager:
-    """torch.autocast for `amp_dtype` ('fp16', 'bf16') on `device`, or a no-op for 'fp32'."""
-    dtype = AMP_DTYPES[amp_dtype]
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device, dtype=dtype)
 
 
 @contextlib.contextmanager

@@ -3,10 +3,11 @@
 A worker entry point, not a `where223` command: the cell runs in its stack's own interpreter, which need not
 hold the project's environment (started by `where223.sweep.worker`). It runs the cell's
 model with its recipe, exporter, opset and mode, and writes one record: the cell's `key`, its stack's facts and
-what the model's runner found. `gpt2-tiny` is the version matrix's tiny GPT-2 (`where223.study.matrix.run`); a
-`control-*` model is one of the engine's controls (`where223.sweep.controls`); any other model is a transformers
-model type (`where223.study.architectures.run`). Imports only the standard library at module level, so it starts
-in every stack, Python 3.10's among them.
+what the model's runner found. A `control-*` model is one of the engine's controls (`where223.sweep.controls`);
+any other model is run by the module the space names as its `runner` (`--runner`: `where223.study.matrix.run`
+for the version matrix's tiny GPT-2, `where223.study.architectures.run` for a transformers model type), through
+its `run_cell(key, stack, onnx_path)`. Imports only the standard library at module level, so it starts in every
+stack, Python 3.10's among them.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from where223.pipeline import records
 from where223.sweep import controls
 from where223.sweep.worker import WORKER_PID, now
 
-GPT2 = "gpt2-tiny"
-
 
 def _pin_threads() -> None:
     threads = int(os.environ.get("WHERE223_CELL_THREADS", "0") or 0)
@@ -36,29 +35,19 @@ def _pin_threads() -> None:
         torch.set_num_threads(threads)
 
 
-def run(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dict[str, Any]:
-    """The record of cell `key` run in this interpreter (`stack`: its facts, torch and transformers versions)."""
+def run(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path, runner: str | None = None) -> dict[str, Any]:
+    """The record of cell `key` run in this interpreter (`stack`: its facts, torch and transformers versions): an
+    engine control's, or what `runner.run_cell(key, stack, onnx_path)` returns (the space names the runner, so the
+    engine itself names no study)."""
     model = key["model"]
     if model.startswith(controls.PREFIX):
         return controls.run(model)
-    from where223.sweep.recipes import RECIPES
+    if runner is None:
+        raise ValueError(f"cell {model}: its space names no runner")
+    import importlib
 
     _pin_threads()
-    recipe = RECIPES[key["recipe"]]
-    if model == GPT2:
-        from where223.study.matrix import run as matrix_cell
-
-        return matrix_cell.run(
-            stack["torch"], stack["transformers"], key["exporter"], onnx_path, recipe, key["opset"], key["mode"]
-        )
-    import warnings
-
-    from where223.study.architectures import run as architecture_cell
-
-    warnings.filterwarnings("ignore")  # the export's warnings are recorded by architecture_cell, not printed
-    return architecture_cell.run(
-        model, stack["transformers"], onnx_path, recipe, key["exporter"], key["opset"], key["mode"]
-    )
+    return importlib.import_module(runner).run_cell(key, stack, onnx_path)
 
 
 def _exit_with_parent(interval_s: float = 1.0) -> None:
@@ -81,11 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stack", default="{}", help="the stack's facts as JSON (torch and transformers versions)")
     parser.add_argument("--onnx", required=True, type=Path, help="where to write the exported model")
     parser.add_argument("--out", required=True, type=Path, help="where to write the record")
+    parser.add_argument("--runner", help="the module whose run_cell runs the cell (the space's `runner`)")
     args = parser.parse_args(argv)
     _exit_with_parent()
     key, stack = json.loads(args.cell), json.loads(args.stack)
     args.onnx.parent.mkdir(parents=True, exist_ok=True)
-    record = run(key, stack, args.onnx)
+    record = run(key, stack, args.onnx, args.runner)
     torch = sys.modules.get("torch")
     record.update({"key": key, "stack": stack, "recorded_by": "cell", "recorded_at": now()})
     if torch is not None:

@@ -48,8 +48,10 @@ ATTEMPTS = 2  # a cell whose worker died is submitted once more, then recorded `
 ENGINE_FAILURES = frozenset({Outcome.TIMEOUT, Outcome.CRASHED, Outcome.NOT_RUN})
 
 
-def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int = 1) -> dict[str, Any]:
-    """One cell on a worker: prepare its stack (outside the time limit), run it, return its record."""
+def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int = 1,
+            runner: str | None = None) -> dict[str, Any]:
+    """One cell on a worker: prepare its stack (outside the time limit), run it with the space's `runner`, return
+    its record."""
     stack = stack_tools.load_stacks().stack(str(key["stack"]))
     facts = stack_tools.describe(stack)
     start = time.monotonic()
@@ -64,7 +66,8 @@ def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int =
         shutil.rmtree(work, ignore_errors=True)
         source = paths.ROOT / "src"
         record = worker.run_cell(
-            key, prepared.python, source, work, timeout_s, path=prepared.path, stack=facts, threads=threads
+            key, prepared.python, source, work, timeout_s, path=prepared.path, stack=facts, threads=threads,
+            runner=runner,
         )
     record.setdefault("stack", facts)
     record["engine"] = {"host": socket.gethostname(), "prepare_s": prepare_s, "threads": threads}
@@ -209,8 +212,8 @@ def run(
 
         def submit(cell: Cell, attempt: int) -> Any:
             future = client.submit(
-                execute, cell.key(), space.name, space.timeout_s, key=f"{space.name}-{cell.ident()}-{attempt}",
-                pure=False, retries=0,
+                execute, cell.key(), space.name, space.timeout_s, runner=space.runner,
+                key=f"{space.name}-{cell.ident()}-{attempt}", pure=False, retries=0,
             )  # fmt: skip
             futures[future] = (cell, attempt)
             return future

@@ -1,7 +1,7 @@
 """Precision recipes of sweep cells: how a model is put in reduced precision before it is exported.
 
 The set is open: `register` adds one (a later study's emulated CUDA fp16 policy, say). A recipe either wraps the
-export in `torch.autocast` (`autocast`: the amp dtype of `where223.gpt2.export.AMP_DTYPES`) or casts the whole
+export in `torch.autocast` (`autocast`: the amp dtype of `where223.eager.precision.AMP_DTYPES`) or casts the whole
 model and its floating-point inputs to one dtype (`cast`). torch is imported by the caller and passed in, so this
 module loads in every stack, Python 3.10's too.
 """

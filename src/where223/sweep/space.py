@@ -77,6 +77,7 @@ class Space:
     stacks: dict[str, Stack] = field(repr=False, default_factory=dict)
     description: str = ""
     identity: dict[str, str] = field(default_factory=dict)  # fields every record gets, formatted from its cell
+    runner: str | None = None  # the module whose run_cell(key, stack, onnx_path) runs a (non-control) cell
 
     def record_path(self, cell: Cell, output_root: Path = paths.OUTPUTS) -> Path:
         """Where the record of `cell` lies under `output_root`."""
@@ -98,9 +99,8 @@ class Space:
         chosen = [cell for cell in self.cells if keep(cell)]
         if not chosen:
             raise UsageError(f"space {self.name}: no cell matches {json.dumps(patterns)}")
-        return Space(
-            self.name, self.study, self.records, self.timeout_s, chosen, self.stacks, self.description, self.identity
-        )
+        return Space(self.name, self.study, self.records, self.timeout_s, chosen, self.stacks, self.description,
+                     self.identity, self.runner)
 
 
 def _names(value: Any, what: str, path: Path) -> list[str]:
@@ -128,6 +128,24 @@ def _unknown(what: str, names: Sequence[str], known: Sequence[str] | frozenset[s
     if missing:
         shown = ", ".join(sorted(known)) if len(known) < 20 else f"{len(known)} known"
         raise UsageError(f"unknown {what} {', '.join(map(repr, missing))} ({shown})")
+
+
+def _runner(value: Any, models: Sequence[str], path: Path) -> str | None:
+    """The space's `runner`: an importable module (its `run_cell` runs each cell that is not an engine control),
+    required unless every model is a control. The engine names no study: each space names the code it runs."""
+    import importlib.util
+
+    if value is None:
+        if all(model.startswith(controls.PREFIX) for model in models):
+            return None
+        raise UsageError(f"space {path}: name the `runner` module that runs its cells (e.g. where223.study.matrix.run)")
+    try:
+        found = importlib.util.find_spec(str(value))
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise UsageError(f"space {path}: runner {value!r} is no importable module")
+    return str(value)
 
 
 def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
@@ -162,7 +180,9 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     _unknown("mode", axes["mode"], frozenset(MODES))
     cells = [Cell(*values) for values in itertools.product(*(axes[f] for f in KEY_FIELDS))]
     identity = {str(k): str(v) for k, v in (data.get("identity") or {}).items()}
-    space = Space(path.stem, study, records, timeout_s, cells, resolved, str(data.get("description", "")), identity)
+    runner = _runner(data.get("runner"), axes["model"], path)
+    space = Space(path.stem, study, records, timeout_s, cells, resolved, str(data.get("description", "")), identity,
+                  runner)
     paths_seen: dict[Path, Cell] = {}
     for cell in cells:
         target = space.record_path(cell)

@@ -75,6 +75,7 @@ def run_cell(
     path: Sequence[str | os.PathLike[str]] = (),
     stack: Mapping[str, Any] | None = None,
     threads: int = 1,
+    runner: str | None = None,
 ) -> dict[str, Any]:
     """Run the cell `key` with `python` (cwd `work`, which it may fill) and return its record, with `wall_s`."""
     work.mkdir(parents=True, exist_ok=True)
@@ -83,7 +84,7 @@ def run_cell(
     command = [
         str(python), "-m", ENTRY, "--cell", json.dumps(dict(key), sort_keys=True),
         "--stack", json.dumps(dict(stack or {}), sort_keys=True), "--onnx", str(work / "model.onnx"),
-        "--out", str(written),
+        "--out", str(written), *(["--runner", runner] if runner else []),
     ]  # fmt: skip
     start = time.monotonic()
     process = subprocess.Popen(

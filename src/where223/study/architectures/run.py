@@ -553,3 +553,11 @@ def _diagnose(
         record["divergence"] = divergence
     except Exception as exc:  # noqa: BLE001
         record["divergence"] = {"error": describe_error(exc, "divergence")}
+
+
+def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dict[str, Any]:
+    """The sweep engine's entry (`runner: where223.study.architectures.run` in spaces/architectures.yaml): model
+    type `key["model"]` in the stack whose facts are `stack`. The export's warnings are recorded, not printed."""
+    warnings.filterwarnings("ignore")
+    return run(key["model"], stack["transformers"], onnx_path, RECIPES[key["recipe"]], key["exporter"],
+               key["opset"], key["mode"])

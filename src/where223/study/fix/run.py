@@ -34,8 +34,8 @@ from where223.eager.numerics import (
     reduced_precision_logits,
     swapped_where,
 )
+from where223.eager.precision import autocast
 from where223.gpt2 import export, models, releases, reproduce, training, variants
-from where223.gpt2.export import autocast
 from where223.gpt2.reproduce import NOT_REPRODUCED
 from where223.graph import lint, repair
 from where223.graph.lint import FindingKind, LintReport

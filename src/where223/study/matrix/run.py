@@ -285,3 +285,12 @@ def run(
         plain = onnx_path.with_name("plain.onnx")
         record["plain_export"] = timed("plain_export", lambda: plain_export(torch, model, ids, plain, recipe))
     return record
+
+
+def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dict[str, Any]:
+    """The sweep engine's entry (`runner: where223.study.matrix.run` in spaces/matrix.yaml): cell `key` in the stack
+    whose facts are `stack`."""
+    from where223.sweep.recipes import RECIPES
+
+    return run(stack["torch"], stack["transformers"], key["exporter"], onnx_path, RECIPES[key["recipe"]],
+               key["opset"], key["mode"])

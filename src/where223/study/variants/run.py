@@ -32,8 +32,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from where223.eager.precision import autocast
 from where223.gpt2 import models, variants
-from where223.gpt2.export import autocast
 from where223.graph.ort import judge
 from where223.pipeline import environment, paths, portable, records
 from where223.pipeline.params import ParameterError, check_choice, check_range, resolve_amp_dtype, resolve_device
