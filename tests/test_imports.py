@@ -17,12 +17,13 @@ import pytest
 
 from where223.pipeline import schema
 from where223.pipeline.paths import OUTPUTS, ROOT
+from where223.study._roles import ROLES
 
 HEAVY = ("torch", "transformers")
 COMMITTED_MODEL = OUTPUTS / "tiny-cpu-bf16-onnx_export" / "model.onnx"
 # Every question's package keeps the same roles in the same file names (where223.study's docstring); those that
 # read records only are discovered, not listed, so a new question's package is checked the day it lands.
-RECORD_ROLES = ("record", "analysis", "figure", "section")
+RECORD_ROLES = tuple(role for role in ROLES if role != "run")
 # The record readers outside the question packages: the write-up, the comparison and the sweep's own readers.
 OTHER_READERS = ("where223.study.report", "where223.pipeline.compare", "where223.sweep.record",
                  "where223.sweep.space", "where223.sweep.driver")

@@ -1,23 +1,10 @@
 """Question 5 (notebook 05): which transformers x torch x exporter stacks have the bug.
 
-The same roles in the same file names as every question's package:
-
-- `record`: where its records go and their types (standard library only);
-- `run`: the code that produces the records:
-  `run.run`, one sweep cell of the tiny GPT-2 in its stack (`spaces/matrix.yaml`);
-- `analysis`: what the records say, read from the records only (no torch);
-- `figure`: its figures;
-- `section`: its section of the write-up (`where223.study.report` assembles them).
+The roles of every question's package (`where223.study._roles`); its `run.run_cell` runs one sweep cell, the tiny
+GPT-2 in its stack (`spaces/matrix.yaml` names it as its runner).
 """
 
-import importlib
-from types import ModuleType
+from where223.study._roles import ROLES, lazy
 
-__all__ = ["analysis", "figure", "record", "run", "section"]
-
-
-def __getattr__(name: str) -> ModuleType:
-    """A role loads when first used (PEP 562): `analysis` and `section` without `run`'s torch."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return importlib.import_module(f"{__name__}.{name}")
+__all__ = list(ROLES)
+__getattr__ = lazy(__name__)
