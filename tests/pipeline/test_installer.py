@@ -110,5 +110,18 @@ def test_setup_left_bytecode_for_torch_transformers_and_the_side_folders() -> No
 
     sources = [Path(importlib.util.find_spec(name).origin) for name in ("torch", "transformers", "onnx")]
     sources += [release_dir(version) / "transformers" / "__init__.py" for version in RELEASES.values()]
-    missing = [str(s) for s in sources if not Path(importlib.util.cache_from_source(str(s))).is_file()]
+    missing = without_bytecode(sources)
     assert not missing, f"no bytecode for {missing}: run `make setup`"
+
+
+def without_bytecode(sources: list[Path]) -> list[str]:
+    import importlib.util
+
+    return [str(s) for s in sources if not Path(importlib.util.cache_from_source(str(s))).is_file()]
+
+
+def test_control_a_module_without_bytecode_is_named(tmp_path: Path) -> None:
+    (tmp_path / "fresh.py").write_text("X = 1\n")
+    (tmp_path / "compiled.py").write_text("X = 2\n")
+    installer.compile_bytecode([tmp_path / "compiled.py"])
+    assert without_bytecode([tmp_path / "fresh.py", tmp_path / "compiled.py"]) == [str(tmp_path / "fresh.py")]
