@@ -55,6 +55,7 @@ def test_the_model_types_listed_are_the_installed_transformers_mappings():
         ({"models": "{}"}, "`models` must be"),
         ({"runner": "where223.study.no_such_runner"}, "runner 'where223.study.no_such_runner' is no importable"),
         ({"runner": "null"}, "name the `runner` module"),
+        ({"summary": "where223.study.no_such_summary"}, "summary 'where223.study.no_such_summary' is no importable"),
     ],
 )
 def test_a_bad_space_is_one_usage_error(tmp_path, fields, says):
@@ -67,7 +68,7 @@ def test_control_the_base_space_loads(tmp_path):
     expected = {"stack": "project", "model": "gpt2-tiny", "recipe": "cpu_bf16_autocast", "exporter": "torchscript",
                 "opset": "auto", "mode": "train"}  # fmt: skip
     assert [c.key() for c in space.cells] == [expected]
-    assert space.runner == "where223.study.matrix.run"
+    assert space.runner == "where223.study.matrix.run" and space.summary is None
     controls_only = load_space(space_file(tmp_path, models="[control-sleep]", runner="null"))
     assert controls_only.runner is None  # the engine's controls need no runner
 
@@ -94,3 +95,21 @@ def test_a_record_is_done_only_with_the_cells_key_and_a_final_outcome(tmp_path):
     assert not is_done(path, cell)  # another cell's record at this path
     path.write_text('{"key": ')
     assert not is_done(path, cell)
+
+
+def test_the_summary_step_runs_the_space_s_summary_module(tmp_path, capsys):
+    """`sweep --summary-only` on a copy of the committed matrix: the space's `summary` module rewrites matrix.json
+    with the committed counts; an outputs tree without the study's records summarizes nothing (the control)."""
+    import json
+    import shutil
+
+    from where223 import cli
+
+    shutil.copytree(OUTPUTS / "matrix", tmp_path / "matrix")
+    committed = json.loads((OUTPUTS / "matrix" / "matrix.json").read_text())["counts"]
+    argv = ["sweep", "--space", str(ROOT / "spaces" / "matrix.yaml"), "--summary-only", "--output-root"]
+    assert cli.main([*argv, str(tmp_path)]) == 0
+    assert f"matrix.json: {json.dumps(committed, sort_keys=True)}" in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    assert cli.main([*argv, str(tmp_path / "empty")]) == 0
+    assert "matrix: no records yet" in capsys.readouterr().out

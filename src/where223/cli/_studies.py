@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from where223.cli import _options as options
 from where223.cli._base import Command, progress, say
@@ -152,20 +152,18 @@ class Sweep(Command):
                     output_root=outputs, deadline=args.deadline, say=say,
                 )  # fmt: skip
                 say(f"{space.name}: ran {sum(counts.values())} cells: {json.dumps(dict(sorted(counts.items())))}")
-            summary = summarize(space.study, outputs)
+            summary = summarize(space, outputs)
         say(f"{space.name}: {summary}")
         return 0
 
 
-def summarize(study: str, outputs: Path) -> str:
-    """Rewrite a study's summary from its records under `outputs`; its counts, in one line."""
-    if study == "matrix" and (outputs / "matrix" / "cells").is_dir():
-        from where223.study.matrix import analysis as matrix
+def summarize(space: Any, outputs: Path) -> str:
+    """Have the space's `summary` module rewrite the study's summary from its records under `outputs`; its counts,
+    in one line."""
+    if space.summary is None:
+        return "no summary for this study"
+    import importlib
 
-        return f"matrix.json: {json.dumps(matrix.aggregate(outputs / 'matrix')['counts'], sort_keys=True)}"
-    if study == "architectures" and (outputs / "architectures").is_dir():
-        from where223.study.architectures import analysis as architectures
-
-        counts = architectures.summarize(outputs / "architectures")["counts"]
-        return f"summary.json: {json.dumps(counts, sort_keys=True)}"
-    return "no summary for this study"
+    module = importlib.import_module(space.summary)
+    written = module.summarize(outputs / space.study)
+    return f"{module.SUMMARY}: {json.dumps(written['counts'], sort_keys=True)}" if written else "no records yet"

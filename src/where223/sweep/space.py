@@ -78,6 +78,7 @@ class Space:
     description: str = ""
     identity: dict[str, str] = field(default_factory=dict)  # fields every record gets, formatted from its cell
     runner: str | None = None  # the module whose run_cell(key, stack, onnx_path) runs a (non-control) cell
+    summary: str | None = None  # the module whose summarize(folder) rewrites the study's summary from its records
 
     def record_path(self, cell: Cell, output_root: Path = paths.OUTPUTS) -> Path:
         """Where the record of `cell` lies under `output_root`."""
@@ -100,7 +101,7 @@ class Space:
         if not chosen:
             raise UsageError(f"space {self.name}: no cell matches {json.dumps(patterns)}")
         return Space(self.name, self.study, self.records, self.timeout_s, chosen, self.stacks, self.description,
-                     self.identity, self.runner)
+                     self.identity, self.runner, self.summary)
 
 
 def _names(value: Any, what: str, path: Path) -> list[str]:
@@ -133,18 +134,23 @@ def _unknown(what: str, names: Sequence[str], known: Sequence[str] | frozenset[s
 def _runner(value: Any, models: Sequence[str], path: Path) -> str | None:
     """The space's `runner`: an importable module (its `run_cell` runs each cell that is not an engine control),
     required unless every model is a control. The engine names no study: each space names the code it runs."""
-    import importlib.util
-
     if value is None:
         if all(model.startswith(controls.PREFIX) for model in models):
             return None
         raise UsageError(f"space {path}: name the `runner` module that runs its cells (e.g. where223.study.matrix.run)")
+    return _module(value, "runner", path)
+
+
+def _module(value: Any, what: str, path: Path) -> str:
+    """`value`, the name of an importable module (found, not imported); UsageError naming the space's `what`."""
+    import importlib.util
+
     try:
         found = importlib.util.find_spec(str(value))
     except (ImportError, ValueError):
         found = None
     if found is None:
-        raise UsageError(f"space {path}: runner {value!r} is no importable module")
+        raise UsageError(f"space {path}: {what} {value!r} is no importable module")
     return str(value)
 
 
@@ -181,8 +187,9 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     cells = [Cell(*values) for values in itertools.product(*(axes[f] for f in KEY_FIELDS))]
     identity = {str(k): str(v) for k, v in (data.get("identity") or {}).items()}
     runner = _runner(data.get("runner"), axes["model"], path)
+    summary = None if data.get("summary") is None else _module(data["summary"], "summary", path)
     space = Space(path.stem, study, records, timeout_s, cells, resolved, str(data.get("description", "")), identity,
-                  runner)
+                  runner, summary)
     paths_seen: dict[Path, Cell] = {}
     for cell in cells:
         target = space.record_path(cell)

@@ -25,6 +25,7 @@ from where223.sweep.worker import now
 
 RELEASES: tuple[str, ...] = ("4.25.1", "4.26.0")
 OUT_DIR: Path = paths.OUTPUTS / "architectures"
+SUMMARY = "summary.json"  # what `summarize` writes in the sweep's folder
 MODEL_TYPES: Path = paths.ROOT / "spaces" / "model_types-4.25.1.txt"
 
 
@@ -149,8 +150,11 @@ def release_changes(rows: Iterable[dict[str, Any]], releases: Sequence[str] = RE
     return changes
 
 
-def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any]:
-    """Write `summary.json`: per release counts and outcomes, each architecture's outcomes, groups, changes."""
+def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
+    """Write `summary.json`: per release counts and outcomes, each architecture's outcomes, groups, changes (None,
+    nothing written, when `out_dir` does not exist)."""
+    if not out_dir.is_dir():
+        return None
     rows = load_records(out_dir)
     releases = sorted({r["release"] for r in rows})
     summary = {

@@ -438,6 +438,7 @@ def _name_order(name: str) -> tuple[str, int]:
 
 EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
 MATRIX_OUT: Path = paths.OUTPUTS / "matrix"
+SUMMARY = "matrix.json"  # what `summarize` writes in the matrix's folder
 
 
 def load_cells(out_dir: Path = MATRIX_OUT) -> list[dict[str, Any]]:
@@ -475,3 +476,8 @@ def aggregate(out_dir: Path = MATRIX_OUT) -> dict[str, Any]:
         if notes.is_file():  # its figures follow the cells
             files.write_atomic(notes, update_notes(notes.read_text(), matrix))
     return matrix
+
+
+def summarize(out_dir: Path = MATRIX_OUT) -> dict[str, Any] | None:
+    """`aggregate` when `out_dir` holds cell records (the sweep's `summary` step), else None."""
+    return aggregate(out_dir) if (out_dir / "cells").is_dir() else None
