@@ -10,8 +10,9 @@ from torch.overrides import TorchFunctionMode
 from transformers import GPT2ForSequenceClassification
 from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
 
+from where223.eager.precision import autocast
 from where223.gpt2 import models, variants
-from where223.gpt2.export import autocast, export_onnx
+from where223.gpt2.export import export_onnx
 from where223.graph.lint import FindingKind
 from where223.graph.ort import OrtVerdict
 from where223.study.variants.run import ort_record

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from where223.eager.precision import AMP_DTYPES, autocast  # noqa: F401 - re-exported for the case
+from where223.eager.precision import autocast
 from where223.files import atomic_path
 from where223.pipeline import portable
 

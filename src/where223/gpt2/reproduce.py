@@ -21,8 +21,9 @@ from typing import Any, get_type_hints
 import torch
 from transformers import GPT2ForSequenceClassification
 
+from where223.eager.precision import autocast
 from where223.gpt2 import models, runs
-from where223.gpt2.export import autocast, export_onnx, output_to, stable_doc_strings
+from where223.gpt2.export import export_onnx, output_to, stable_doc_strings
 from where223.gpt2.runs import EXPORTED_MODEL
 from where223.graph.ort import OrtVerdict, judge_message, load_session
 from where223.pipeline import environment, portable

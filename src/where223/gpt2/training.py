@@ -9,8 +9,9 @@ from typing import Any
 
 import torch
 
+from where223.eager.precision import autocast
 from where223.gpt2 import models
-from where223.gpt2.export import autocast, output_to
+from where223.gpt2.export import output_to
 from where223.gpt2.reproduce import ortmodule_environment
 
 

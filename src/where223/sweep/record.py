@@ -16,9 +16,9 @@ from typing import Any
 
 from where223.graph.ort import OrtVerdict, judge_message
 from where223.outcomes import Outcome
-from where223.sweep.cell_types import MigratedOutcomes
+from where223.sweep.cell_types import CellKey, MigratedOutcomes
 
-KEY_FIELDS = ("stack", "model", "recipe", "exporter", "opset", "mode")
+KEY_FIELDS: tuple[str, ...] = tuple(CellKey.__annotations__)  # the key's fields, declared once in CellKey
 # the types live beside the other cell parts, in a module of the standard library only
 RECORDS: dict[str, type] = {"sweeps/migrated_outcomes.json": MigratedOutcomes}
 
