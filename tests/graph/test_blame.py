@@ -99,6 +99,15 @@ def test_traceback_stack_in_metadata(source_file):
     assert parse_stack('File "/gone.py", line 2, in f\n    x = 1\n') == [Frame("/gone.py", 2, "f", "x = 1")]
 
 
+def test_traceback_frames_innermost_first():
+    """Python (and the dynamo exporter's stack_trace) writes the outermost frame first; blame's frames are innermost
+    first in both formats. Control: torch's own `FILE(LINE): FUNCTION` stacks keep their written order."""
+    traceback_text = 'File "/m/outer.py", line 1, in forward\n    y = f(x)\nFile "/m/inner.py", line 9, in f\n    z\n'
+    assert [f.file for f in parse_stack(traceback_text)] == ["/m/inner.py", "/m/outer.py"]
+    torchscript_text = "/m/inner.py(9): f\n/m/outer.py(1): forward\n"
+    assert [f.file for f in parse_stack(torchscript_text)] == ["/m/inner.py", "/m/outer.py"]
+
+
 def test_no_source_recorded(save, capsys):
     path = save(_model_with_doc(""))
     assert blame(path, "Where_223").frames == []

@@ -7,8 +7,9 @@ graph (onnx type inference); it joins the two by source line and layer, and list
 has another floating dtype in the graph than in eager PyTorch, in graph order, the first one marked.
 
 Nothing here knows GPT-2: notebook 02 and `verify` point it at the case, the architecture sweep
-(`where223.study.architectures.run`) at every transformers model type. It needs the export's node doc strings
-(`torch.onnx.export(..., verbose=True)`) and reads the graph with `where223.graph` (which stays torch-free).
+(`where223.study.architectures.run`) at every transformers model type. It needs the export's node stacks (the
+TorchScript exporter's doc strings with `torch.onnx.export(..., verbose=True)`, or the dynamo exporter's
+`metadata_props`) and reads the graph with `where223.graph` (which stays torch-free).
 
 A line's result is the last floating tensor it produces: eagerly, the last op called from that line in one
 execution; in the graph, the last node (in graph order) carrying that line in one layer's scope.
@@ -25,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from where223.eager.precision import autocast
-from where223.graph.blame import SourceFiles, parse_stack
+from where223.graph.blame import SourceFiles, recorded_stack
 from where223.graph.dtypes import short_type
 from where223.graph.loading import load_model
 from where223.graph.types import model_types
@@ -125,6 +126,21 @@ def eager_results(model: torch.nn.Module, inputs: Inputs, device: str, amp_dtype
     return results
 
 
+def _scope(node: Any) -> str:
+    """A node's module scope: the dynamo exporter's `pkg.torch.onnx.name_scopes` without the op's own name, else
+    the TorchScript exporter's node name without its last part (`/transformer/h.0/attn/Where` -> its layer)."""
+    for entry in getattr(node, "metadata_props", ()):
+        if entry.key == "pkg.torch.onnx.name_scopes":
+            try:
+                import ast
+
+                scopes = ast.literal_eval(entry.value)
+                return "/".join(scopes[:-1])
+            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+                break
+    return node.name.rsplit("/", 1)[0]
+
+
 def graph_results(onnx_path: str | Path) -> list[LineResult]:
     """Each source line's result type in the exported graph, per layer scope, in graph order."""
     model, _ = load_model(onnx_path)
@@ -132,7 +148,7 @@ def graph_results(onnx_path: str | Path) -> list[LineResult]:
     by_key: dict[tuple[str, int, str], LineResult] = {}
     files = SourceFiles()
     for order, node in enumerate(model.graph.node):
-        frames = [f for f in parse_stack(node.doc_string, files) if not _is_library_frame(f.file)]
+        frames = [f for f in recorded_stack(node, files)[1] if not _is_library_frame(f.file)]
         if not frames or not node.output or not node.output[0]:
             continue
         kind = types.type_of(node.output[0])
@@ -140,7 +156,7 @@ def graph_results(onnx_path: str | Path) -> list[LineResult]:
         if dtype not in FLOATING:
             continue
         source = frames[0]
-        scope = node.name.rsplit("/", 1)[0]
+        scope = _scope(node)
         file = portable.frame_file(source.file)
         by_key[(file, source.line, scope)] = LineResult(file, source.line, scope, dtype, node.name, order)
     return sorted(by_key.values(), key=lambda result: result.order)

@@ -153,9 +153,12 @@ class BlameResult:
 
 
 def parse_stack(text: str, files: SourceFiles | None = None) -> list[Frame]:
-    """The frames in a recorded stack, either torch's `FILE(LINE): FUNCTION` or traceback lines; `files` shares
-    the lookups of the files between the stacks of one model."""
+    """The frames in a recorded stack, innermost first: torch's `FILE(LINE): FUNCTION` lines (innermost first as
+    written) or traceback lines (`File "F", line N, in FUNCTION`, outermost first as Python writes them, as the
+    dynamo exporter's `pkg.torch.onnx.stack_trace` does: reversed); `files` shares the lookups of the files
+    between the stacks of one model."""
     frames: list[Frame] = []
+    tracebacks = 0
     lines = text.splitlines()
     files = files or SourceFiles()
     for i, raw in enumerate(lines):
@@ -169,11 +172,14 @@ def parse_stack(text: str, files: SourceFiles | None = None) -> list[Frame]:
         following = lines[i + 1].strip() if i + 1 < len(lines) else ""
         if code is None and match.re is _TRACEBACK_FRAME and following and not following.startswith("File "):
             code, note = following, ""  # the traceback's own copy of the line, from the stack text itself
+        tracebacks += match.re is _TRACEBACK_FRAME
         frames.append(Frame(file=file, line=line, function=match["function"].strip(), code=code, note=note))
-    return frames
+    return frames[::-1] if frames and tracebacks == len(frames) else frames
 
 
-def _recorded_stack(node: onnx.NodeProto, files: SourceFiles | None = None) -> tuple[str, list[Frame]]:
+def recorded_stack(node: onnx.NodeProto, files: SourceFiles | None = None) -> tuple[str, list[Frame]]:
+    """Where a node's stack was recorded (`doc_string`, `metadata_props[KEY]`, or "") and its frames, innermost
+    first."""
     frames = parse_stack(node.doc_string, files)
     if frames:
         return "doc_string", frames
@@ -189,7 +195,7 @@ def blame(model_or_path: ModelLike, node_name: str) -> BlameResult:
     """The source frames recorded for the node called `node_name` (weights are not loaded)."""
     model, _ = load_model(model_or_path)
     path, _, node = find_node(model.graph, node_name)
-    source, frames = _recorded_stack(node)
+    source, frames = recorded_stack(node)
     return BlameResult(node=node.name, op_type=node.op_type, subgraph=path, source=source, frames=frames)
 
 
@@ -201,7 +207,7 @@ def blame_all(model_or_path: ModelLike) -> list[BlameResult]:
     results = []
     for path, sub in subgraphs(model.graph):
         for node in sub.node:
-            source, frames = _recorded_stack(node, files)
+            source, frames = recorded_stack(node, files)
             results.append(BlameResult(node=node.name, op_type=node.op_type, subgraph=path, source=source,
                                        frames=frames))
     return results

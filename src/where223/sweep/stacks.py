@@ -56,6 +56,7 @@ class Environment:
     python: str
     lock: Path
     requirements: tuple[str, ...] = ()
+    common: bool = True  # False: the file's `common` requirements are not added (a stack they would break)
 
     def pins(self) -> dict[str, str]:
         """The lock's `name==version` pins, by lower-cased name (read once per process)."""
@@ -123,7 +124,8 @@ def load_stacks(path: Path | None = None) -> Stacks:
         data = yaml.safe_load(Path(path).read_text())
         environments = {
             name: Environment(
-                name, str(spec["python"]), ROOT / spec["lock"], tuple(str(r) for r in spec.get("requirements", ()))
+                name, str(spec["python"]), ROOT / spec["lock"], tuple(str(r) for r in spec.get("requirements", ())),
+                bool(spec.get("common", True)),
             )
             for name, spec in data["environments"].items()
         }
@@ -244,7 +246,7 @@ def compile_lock(environment: Environment, common: Sequence[str]) -> Path:
     if installer.uv is None:
         raise UsageError("compiling a lock needs uv (make setup installs it into .venv)")
     source = environment.lock.with_suffix(".in")
-    source.write_text("\n".join([*environment.requirements, *common]) + "\n")
+    source.write_text("\n".join([*environment.requirements, *(common if environment.common else ())]) + "\n")
     command = [
         str(installer.uv), "pip", "compile", "--quiet", "--python-version", environment.python,
         "--python-platform", "x86_64-manylinux_2_28", "--no-header", "--output-file", str(environment.lock),

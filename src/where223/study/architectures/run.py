@@ -416,6 +416,42 @@ def blame_nodes(onnx_path: Path, findings: list[dict[str, Any]], named_by_ort: s
     return blamed
 
 
+def build_and_feed(
+    record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any], model_type: str, mode: str = "train"
+) -> tuple[Any, dict[str, Any] | None]:
+    """Build `model_type` at the first shrink level that builds and runs once in fp32 (in `mode`), recording the
+    attempts; (None, None) with the record's outcome and error set when none does."""
+    import torch
+
+    attempts: list[dict[str, Any]] = []
+    model = inputs = None
+    for level in SHRINK_LEVELS:
+        current = "build"
+        try:
+            model, facts = timed(f"build-{level}", lambda level=level: build(model_type, level))
+            model.train(mode == "train")
+            current = "feed"
+            inputs = model_inputs(torch, model, model_type)
+            with torch.no_grad():
+                timed(f"forward-{level}", lambda m=model, i=inputs: m(**i))
+            record.update(facts)
+            break
+        except Exception as exc:  # noqa: BLE001 - a model that cannot be built or fed is a result
+            attempts.append({"shrink": level, **describe_error(exc, current)})
+            model = inputs = None
+            if isinstance(exc, (KeyError, ImportError)) or (current == "feed" and "no input for" in str(exc)):
+                break  # no shrink level changes a missing class or an input this sweep cannot make
+    if attempts:
+        record["attempts"] = attempts
+    if model is None or inputs is None:
+        last = attempts[-1]
+        record["outcome"] = Outcome.NOT_BUILT if last["stage"] == "build" else Outcome.NOT_FED
+        record["built"] = last["stage"] != "build"
+        record["error"] = last
+        return None, None
+    return model, inputs
+
+
 def run(
     model_type: str,
     release: str,
@@ -456,30 +492,8 @@ def run(
     record["transformers_version"] = transformers.__version__
     if transformers.__version__ != release:
         raise RuntimeError(f"PYTHONPATH gives transformers {transformers.__version__}, not {release}")
-    attempts: list[dict[str, Any]] = []
-    model = inputs = None
-    for level in SHRINK_LEVELS:
-        current = "build"
-        try:
-            model, facts = timed(f"build-{level}", lambda level=level: build(model_type, level))
-            current = "feed"
-            inputs = model_inputs(torch, model, model_type)
-            with torch.no_grad():
-                timed(f"forward-{level}", lambda m=model, i=inputs: m(**i))
-            record.update(facts)
-            break
-        except Exception as exc:  # noqa: BLE001 - a model that cannot be built or fed is a result
-            attempts.append({"shrink": level, **describe_error(exc, current)})
-            model = inputs = None
-            if isinstance(exc, (KeyError, ImportError)) or (current == "feed" and "no input for" in str(exc)):
-                break  # no shrink level changes a missing class or an input this sweep cannot make
-    if attempts:
-        record["attempts"] = attempts
+    model, inputs = build_and_feed(record, timed, model_type)
     if model is None or inputs is None:
-        last = attempts[-1]
-        record["outcome"] = Outcome.NOT_BUILT if last["stage"] == "build" else Outcome.NOT_FED
-        record["built"] = last["stage"] != "build"
-        record["error"] = last
         return record
     record["built"] = record["fed"] = True
     model, inputs = recipe.prepare(torch, model, inputs)

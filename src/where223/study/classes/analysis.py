@@ -1,0 +1,184 @@
+"""The class study's records, read: which model types each stack, recipe and exporter brings to ONNX Runtime, which
+it refuses for their types, grouped by what was refused, with each group's evidence.
+
+`spaces/classes-today.yaml` and `spaces/classes-2022.yaml` are the sweeps (`where223 sweep --space ...`); each cell's
+record lands at `outputs/classes/<release>/<recipe>-<exporter>/<model_type>.json`. `summarize` writes
+`summary.json` from the records; every function here reads records only (no torch), for notebook 07 and the
+write-up.
+
+A refusal group is (operator, what was broken, exporter, recipe, stack): the operator of the node ONNX Runtime
+names, and whether its type parameter was bound to two types (`type_binding_conflict`), a type its schema does not
+allow was given (`type_not_allowed`), or ONNX Runtime's graph check refused a type (`invalid_type`, which lint
+cannot see when it concerns a Cast's target). Each group keeps its members and one representative's evidence: the
+node, its types, the schema constraint, the eager kernels of its source line, the source line and the exporter
+function that emitted it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from where223.outcomes import Outcome
+from where223.pipeline import environment, paths, portable, publish, records
+from where223.sweep.worker import now
+
+OUT_DIR: Path = paths.OUTPUTS / "classes"
+SUMMARY = "summary.json"  # what `summarize` writes in the sweep's folder
+STACK_LABELS: dict[str, str] = {"today": "today", "project": "2022"}
+TYPE_REFUSALS = frozenset({Outcome.TYPE_ERROR, Outcome.WHERE_TYPE_ERROR})
+_INVALID_TYPE = re.compile(r"Type '(?P<type>[^']+)' of (?:input|output) parameter \((?P<value>[^)]*)\) of operator "
+                           r"\((?P<op>[^)]+)\) in node \((?P<node>[^)]*)\)")
+_BOUND = re.compile(r"Optype \((?P<op>[^)]+)\) bound to different types")
+_UNSUPPORTED = re.compile(
+    r"op_type:(?P<op>\w+), node name: (?P<node>[^)]*)\): .*unsupported type: (?P<type>tensor\(\w+\))"
+)
+
+
+def load_records(out_dir: Path = OUT_DIR) -> list[dict[str, Any]]:
+    """Every cell record under `out_dir/<release>/<recipe>-<exporter>/`, in path order."""
+    return [records.read_json(path) for path in sorted(Path(out_dir).glob("*/*/*.json"))]
+
+
+def column(record: dict[str, Any]) -> tuple[str, str, str]:
+    """(stack label, recipe, exporter) of a record: the write-up's columns."""
+    key = record.get("key") or {}
+    stack = str(key.get("stack", ""))
+    return STACK_LABELS.get(stack, stack), str(key.get("recipe")), str(key.get("exporter"))
+
+
+def column_name(col: tuple[str, str, str]) -> str:
+    return "/".join(col)
+
+
+def counts(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """attempted, built, fed, exported and judged counts, then ONNX Runtime's verdicts and the eager comparisons."""
+    rows = list(rows)
+    numerics = [r.get("numerics") or {} for r in rows]
+    return {
+        "attempted": len(rows),
+        "built": sum(bool(r.get("built")) for r in rows),
+        "fed": sum(bool(r.get("fed")) for r in rows),
+        "exported": sum(bool(r.get("exported")) for r in rows),
+        "judged": sum(bool(r.get("judged")) for r in rows),
+        "accepted": sum(r.get("outcome") == Outcome.ACCEPTED for r in rows),
+        "missing_kernel": sum(r.get("outcome") == Outcome.MISSING_KERNEL for r in rows),
+        "type_refused": sum(r.get("outcome") in TYPE_REFUSALS for r in rows),
+        "other_refused": sum(r.get("outcome") in (Outcome.OTHER_ERROR,) for r in rows),
+        "compared": sum(n.get("status") == "measured" for n in numerics),
+        "within_tolerance": sum(n.get("within_tolerance") is True for n in numerics),
+    }
+
+
+def ort_node(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The blamed entry of the node ONNX Runtime names (None when none was blamed)."""
+    blamed = record.get("blame") or []
+    return next((b for b in blamed if b.get("ort_node")), None)
+
+
+def refusal(record: dict[str, Any]) -> dict[str, Any] | None:
+    """What ONNX Runtime refused in a type-refused record: operator, kind, node and types (None otherwise)."""
+    if record.get("outcome") not in TYPE_REFUSALS:
+        return None
+    message = (record.get("ort") or {}).get("message") or ""
+    binding = (record.get("ort") or {}).get("type_binding")
+    if binding:
+        return {"operator": binding["op_type"], "kind": "type_binding_conflict", "node": binding.get("node"),
+                "types": sorted(binding.get("types") or [])}  # fmt: skip
+    invalid = _INVALID_TYPE.search(message)
+    if invalid:
+        return {"operator": invalid["op"], "kind": "invalid_type", "node": invalid["node"], "types": [invalid["type"]]}
+    unsupported = _UNSUPPORTED.search(message)
+    if unsupported:
+        return {"operator": unsupported["op"], "kind": "type_not_allowed", "node": unsupported["node"],
+                "types": [unsupported["type"]]}  # fmt: skip
+    bound = _BOUND.search(message)
+    return {"operator": bound["op"] if bound else "?", "kind": "type_error", "node": None, "types": []}
+
+
+def _lint_finding(record: dict[str, Any], node: str | None) -> dict[str, Any] | None:
+    findings = (record.get("lint") or {}).get("findings") or []
+    return next((f for f in findings if f.get("node") == node), None) if node else None
+
+
+def evidence(record: dict[str, Any]) -> dict[str, Any]:
+    """One refused record's explanation: node, types, schema constraint, eager kernels, source, emitter."""
+    found = refusal(record) or {}
+    blamed = ort_node(record) or {}
+    finding = _lint_finding(record, found.get("node")) or {}
+    constraint = None
+    if finding:
+        constraint = {"type_param": finding.get("type_param"), "allowed": finding.get("allowed"),
+                      "lint_kind": finding.get("kind"), "root": finding.get("root")}  # fmt: skip
+    return {
+        "model_type": record.get("model_type"),
+        "node": found.get("node"),
+        "operator": found.get("operator"),
+        "types": found.get("types"),
+        "bindings": finding.get("bindings"),
+        "constraint": constraint,
+        "source": portable.without_side_folder(blamed.get("source")) if blamed.get("source") else None,
+        "code": blamed.get("code"),
+        "eager_kernels": blamed.get("eager_kernels") or [],
+        "emitter": blamed.get("emitter"),
+        "opset": record.get("onnx_opset"),
+    }
+
+
+def group_key(record: dict[str, Any]) -> tuple[str, str, str, str, str] | None:
+    """(operator, kind, exporter, recipe, stack) of a type-refused record, else None."""
+    found = refusal(record)
+    if found is None:
+        return None
+    stack, recipe, exporter = column(record)
+    return found["operator"], found["kind"], exporter, recipe, stack
+
+
+def groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Type refusals grouped by `group_key`, largest first, with members and the first member's evidence."""
+    found: dict[tuple[str, ...], dict[str, Any]] = {}
+    for record in rows:
+        key = group_key(record)
+        if key is None:
+            continue
+        group = found.setdefault(key, {"operator": key[0], "kind": key[1], "exporter": key[2], "recipe": key[3],
+                                       "stack": key[4], "members": [], "sources": Counter()})  # fmt: skip
+        group["members"].append(record["model_type"])
+        item = evidence(record)
+        if item["source"]:
+            group["sources"][item["source"]] += 1
+        group.setdefault("representative", item)
+        if not group["representative"]["source"] and item["source"]:
+            group["representative"] = item
+    ordered = sorted(found.values(), key=lambda g: (-len(g["members"]), g["operator"], g["exporter"], g["recipe"]))
+    for group in ordered:
+        group["members"] = sorted(group["members"])
+        group["size"] = len(group["members"])
+        group["sources"] = dict(group["sources"].most_common(5))
+    return ordered
+
+
+def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
+    """Write `summary.json`: counts per column and the refusal groups (None, nothing written, when `out_dir` does
+    not exist)."""
+    if not Path(out_dir).is_dir():
+        return None
+    rows = load_records(out_dir)
+    columns = sorted({column(r) for r in rows})
+    summary = {
+        "description": (
+            "Every model type of the base and causal-LM mappings of transformers 5.24.0 (today's stack) and 4.25.1 "
+            "(the 2022 stack), built small with random weights, under three precision recipes and each stack's "
+            "exporters in eval mode, judged by ONNX Runtime's CPU provider and explained"
+        ),
+        "columns": [{"stack": c[0], "recipe": c[1], "exporter": c[2]} for c in columns],
+        "counts": {column_name(c): counts(r for r in rows if column(r) == c) for c in columns},
+        "groups": groups(rows),
+        "driver_environment": environment.describe(),
+        "updated_at": now(),
+    }
+    publish.write_record(Path(out_dir) / SUMMARY, summary, Path(out_dir).parent)
+    return summary

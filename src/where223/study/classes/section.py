@@ -1,0 +1,105 @@
+"""Section 7 of the write-up: the class today, from `classes/summary.json` (records only), and its appendix of every
+refusal group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from where223 import markdown
+from where223.errors import printable
+from where223.study.classes.analysis import column_name
+from where223.study.classes.figure import KIND_SHORT, class_name, class_table
+from where223.study.report import Report
+from where223.verdicts import NOT_MEASURED
+
+COUNTED = ("attempted", "built", "exported", "judged", "accepted", "missing_kernel", "type_refused",
+           "within_tolerance")  # fmt: skip
+CODE_LIMIT = 90
+
+
+def _types(bindings: list[dict[str, Any]] | None, param: str | None) -> str:
+    if not bindings:
+        return ""
+    parts = [f"{b['io']} {b['position']} {b['type'].removeprefix('tensor(').removesuffix(')')}" for b in bindings]
+    return f" ({', '.join(parts)}" + (f", all bound to `{param}`)" if param else ")")
+
+
+def cause(group: dict[str, Any]) -> str:
+    """One sentence from a group's representative: which exporter function emitted which node from which line,
+    with which types, against which constraint, and what eager's kernel at that line was handed."""
+    item = group["representative"]
+    emitter = item.get("emitter") or {}
+    function = emitter.get("function") or emitter.get("target")
+    who = f"`{function.rsplit('.', 1)[-1]}` ({group['exporter']})" if function else f"the {group['exporter']} exporter"
+    code = markdown.code(printable(item["code"], CODE_LIMIT)) if item.get("code") else "an unrecorded line"
+    constraint = item.get("constraint") or {}
+    text = f"{who} emitted `{item.get('operator')}` for {code}"
+    text += _types(item.get("bindings"), constraint.get("type_param"))
+    kernels = item.get("eager_kernels") or []
+    mixed = next((k for k in kernels if k.get("mixed")), None)
+    kernel = mixed or next((k for k in kernels if group["operator"].lower() in k["op"].replace("_", "")), None)
+    kernel = kernel or (kernels[0] if kernels else None)
+    if kernel:
+        text += (f"; eager `{kernel['op']}` was handed {'/'.join(kernel['inputs'])} and returned "
+                 f"{'/'.join(kernel['outputs'])}")  # fmt: skip
+        if mixed:
+            text += ", a kernel taking mixed dtypes where the schema binds one type"
+    else:
+        text += "; no eager kernel was recorded at that line"
+    return text + "."
+
+
+def section(report: Report) -> None:
+    """Section 7: which model types today's exporters break for ONNX Runtime in reduced precision, and why."""
+    data = report.json("classes/summary.json")
+    columns = [column_name((c["stack"], c["recipe"], c["exporter"])) for c in data["columns"]]
+    classes, _, cells = class_table(data)
+    lines = [
+        "## 7. The class today: which models today's exporters break, and why",
+        "",
+        "Every model type of the base and causal-LM auto mappings, built small with random weights, put in reduced "
+        "precision (CPU bf16 autocast, the whole model in bf16, the whole model in fp16), exported in eval mode "
+        "by each exporter of the stack, judged by ONNX Runtime's CPU provider; an accepted model ran once against "
+        "eager PyTorch under the same recipe (a `missing_kernel` one with its reduced kernels emulated), within "
+        "a tolerance of eight spacings of its type, set before the run:",
+        "",
+        *markdown.table(["column", *COUNTED], [[c, *(data["counts"][c][k] for k in COUNTED)] for c in columns]),
+        "",
+        "Classes of refusal (operator: what was broken), model types per column:",
+        "",
+        *markdown.table(["class", *columns], [[name, *(cells.get((name, c), 0) for c in columns)] for name in classes]),
+        "",
+        "Each class's cause, from one member's evidence (the exporter function that emitted the node, its types "
+        "against the schema's constraint, and the eager kernel at the node's source line, recorded below autocast):",
+        "",
+    ]
+    seen: set[str] = set()
+    for group in data["groups"]:
+        name = class_name(group)
+        if name in seen:
+            continue
+        seen.add(name)
+        opsets = group.get("opsets") or NOT_MEASURED
+        lines.append(f"- **{name}** ({group['stack']}, {group['recipe']}, {group['exporter']}; "
+                     f"e.g. {group['representative']['model_type']}): {cause(group)} Opsets: {opsets}.")  # fmt: skip
+    lines += [
+        "",
+        "Every group with its members: [appendix](#appendix-refusal-groups). Data: "
+        "[`classes/summary.json`](classes/summary.json) and one JSON per model type, recipe and exporter under "
+        "`classes/<release>/`; `where223 sweep --space spaces/classes-today.yaml` (and `classes-2022.yaml`) "
+        "rebuilds them.",
+        "",
+    ]
+    report.add(*lines)
+    report.figure("classes/classes", "Refusal classes by stack, recipe and exporter", "07_classes")
+
+
+def appendix(report: Report) -> None:
+    """The appendix: every refusal group with its members."""
+    data = report.json("classes/summary.json")
+    lines = ["## Appendix: refusal groups", ""]
+    for group in data["groups"]:
+        kind = KIND_SHORT.get(group["kind"], group["kind"])
+        lines.append(f"- {group['operator']} ({kind}), {group['exporter']}, {group['recipe']}, {group['stack']}: "
+                     f"{group['size']} — {', '.join(group['members'])}")  # fmt: skip
+    report.add(*lines, "")
