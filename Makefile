@@ -1,16 +1,18 @@
 # where223: two commands from a fresh clone.
 #   make run   create .venv if needed, then execute every notebook with papermill into outputs/, write the
 #              report and say whether the rerun reproduced the committed records
-#   make test  create .venv if needed, then run pytest (notebooks with tiny parameters included)
+#   make test  create .venv if needed, then run pytest (notebooks with tiny parameters included), then the graph
+#              tests again in .venv-graph, beside today's onnx and onnxruntime
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+GRAPH_PY := .venv-graph/bin/python
 STAMP := $(VENV)/.where223-setup
 
-.PHONY: setup run test lint strip lab clean-env
+.PHONY: setup run test lint strip lab clean-env graph-lock
 
 # releases.py lists the transformers releases whose side folders setup installs (notebooks never install).
-$(STAMP): requirements.lock pyproject.toml scripts/setup-env.sh src/where223/gpt2/releases.py
+$(STAMP): requirements.lock requirements-graph.lock requirements-graph.in pyproject.toml scripts/setup-env.sh src/where223/gpt2/releases.py
 	bash scripts/setup-env.sh
 	touch $@
 
@@ -24,6 +26,14 @@ run: setup
 
 test: setup
 	$(PY) -m pytest
+	$(GRAPH_PY) -m pytest -p no:cacheprovider tests/graph
+
+# Bump the graph tools' second environment: every package of `.[graph]` and requirements-graph.in at its newest
+# on the indexes (pip's configuration handed to uv), for Python 3.11; then `make setup` installs it.
+graph-lock: setup
+	eval "$$(PYTHONPATH=src $(PY) -m where223.pipeline.installer)" && $(VENV)/bin/uv pip compile --quiet --upgrade \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --extra graph pyproject.toml \
+	  requirements-graph.in -o requirements-graph.lock
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -48,4 +58,4 @@ lab: setup
 include sweep.mk
 
 clean-env:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-graph

@@ -12,6 +12,8 @@
 #    it: uv compiles what it installs (UV_COMPILE_BYTECODE, pipeline/installer.py), this covers a venv built before;
 #    where PYTHONDONTWRITEBYTECODE is set (this machine, CI) nothing else would write it, and every kernel and
 #    subprocess would compile torch and transformers from source again (benchmarks/import_bytecode.py).
+# 10. .venv-graph: the graph tools beside today's onnx and onnxruntime, `pip install .[graph]` pinned by
+#    requirements-graph.lock (no torch, no historic stack); `make test` runs tests/graph in it too.
 # WHERE223_INSTALLER=pip makes pip do 3-5 and 8 (also the fallback when uv cannot be installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,4 +101,14 @@ echo "setup: transformers release side folders (.cache/transformers)"
 echo "setup: bytecode for the venv, the side folders and src/"
 "$PY" -m where223.pipeline.installer --compile "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
   .cache/transformers src
+GRAPH_VENV=.venv-graph
+echo "setup: the graph tools beside today's onnx and onnxruntime ($GRAPH_VENV, requirements-graph.lock)"
+graph_requirements=(-c requirements-graph.lock -r requirements-graph.in -e ".[graph]")
+if [ "$WHERE223_INSTALLER" = uv ]; then
+  [ -x "$GRAPH_VENV/bin/python" ] || "$VENV/bin/uv" venv --quiet --python "$(command -v "$PYTHON")" "$GRAPH_VENV"
+  "$VENV/bin/uv" pip install --quiet --python "$GRAPH_VENV/bin/python" "${graph_requirements[@]}"
+else
+  [ -x "$GRAPH_VENV/bin/python" ] || "$PYTHON" -m venv "$GRAPH_VENV"
+  "$GRAPH_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${graph_requirements[@]}"
+fi
 echo "setup: ready ($PY, kernel 'where223', installed with $WHERE223_INSTALLER, ${SECONDS}s)"

@@ -96,29 +96,35 @@ def doubling_functions(depth: int = 25) -> onnx.ModelProto:
     )  # fmt: skip
 
 
-def nested_ifs(depth: int = 30) -> onnx.ModelProto:
-    """`depth` Ifs, each branch holding the next (ONNX Runtime's session creation is exponential in the depth),
-    beside a Where conflict that `repair` can fix, so that repair goes on to ask ONNX Runtime."""
-
-    def leaf(level: int) -> onnx.GraphProto:
-        out = f"leaf{level}"
-        return helper.make_graph(
-            [helper.make_node("Identity", ["x"], [out])],
-            f"leaf{level}",
-            [],
-            [helper.make_tensor_value_info(out, F32, [2])],
-        )
-
-    branch = leaf(depth)
-    for level in range(depth - 1, -1, -1):
-        out = f"out{level}"
-        node = helper.make_node("If", ["flag"], [out], name=f"If_{level}", then_branch=branch, else_branch=leaf(level))
-        branch = helper.make_graph([node], f"level{level}", [], [helper.make_tensor_value_info(out, F32, [2])])
+def slow_to_load(matmuls: int = 200, size: int = 2048) -> onnx.ModelProto:
+    """A graph ONNX Runtime takes minutes to create a session for, in every release here, beside a Where conflict
+    that `repair` can fix (so that repair goes on to ask ONNX Runtime). Session creation folds constants: a chain of
+    `matmuls` MatMuls of a `size` x `size` ConstantOfShape is computed then, 2 * size**3 flops each (about 3.4
+    TFLOP at the defaults), from a file of a few hundred bytes. Memory stays bounded by the time limit that kills
+    it (16 MB per folded MatMul at the default size). onnxruntime 1.19's session creation was also exponential in
+    nested Ifs; 1.32's is not, so nested Ifs no longer serve (NOTES)."""
+    fill = helper.make_tensor("fill", F32, [1], [1e-3])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c"], name="constant", value=fill)]
+    previous = "c"
+    for k in range(matmuls):
+        nodes.append(helper.make_node("MatMul", [previous, "c"], [f"m{k}"], name=f"MatMul_{k}"))
+        previous = f"m{k}"
+    nodes.append(helper.make_node("ReduceSum", [previous], ["folded"], name="reduce", keepdims=0))
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [size, size])
     model = where_conflict()
-    model.graph.node.extend(branch.node)
-    model.graph.input.append(helper.make_tensor_value_info("flag", BOOL, []))
-    model.graph.output.append(helper.make_tensor_value_info("out0", F32, [2]))
+    model.graph.node.extend(nodes)
+    model.graph.initializer.append(shape)
+    model.graph.output.append(helper.make_tensor_value_info("folded", F32, []))
     return model
+
+
+def without_where(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` without where_conflict's Where node and output, so that what is left is what is judged."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.node.remove(next(n for n in copy.graph.node if n.op_type == "Where"))
+    copy.graph.output.remove(next(o for o in copy.graph.output if o.name == "w"))
+    return copy
 
 
 def unknown_element_type() -> onnx.ModelProto:
