@@ -87,7 +87,7 @@ def refusal(record: dict[str, Any]) -> dict[str, Any] | None:
     binding = (record.get("ort") or {}).get("type_binding")
     if binding:
         return {"operator": binding["op_type"], "kind": "type_binding_conflict", "node": binding.get("node"),
-                "types": sorted(binding.get("types") or [])}  # fmt: skip
+                "types": sorted(binding.get("bound_types") or [])}  # fmt: skip
     invalid = _INVALID_TYPE.search(message)
     if invalid:
         return {"operator": invalid["op"], "kind": "invalid_type", "node": invalid["node"], "types": [invalid["type"]]}

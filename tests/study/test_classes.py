@@ -1,0 +1,72 @@
+"""The class study: its eager comparison and its judge's tolerance, each with a control that breaks it, and its
+explanations read from committed records of today's sweep, one member per class at least."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from where223.pipeline.paths import OUTPUTS
+from where223.study.classes import analysis
+from where223.study.classes.run import compare_outputs, tolerance
+
+RECORDS = OUTPUTS / "classes" / "5.24.0"
+
+
+def test_the_tolerance_is_eight_spacings_of_the_type():
+    assert tolerance("bf16") == 8 * 2.0**-7 and tolerance("fp16") == 8 * 2.0**-10
+
+
+def test_outputs_within_tolerance_pass_and_the_controls_fail():
+    rng = np.random.default_rng(0)
+    reference = [rng.standard_normal((2, 8)).astype(np.float32)]
+    close = [reference[0] * (1 + 0.5 * tolerance("fp16"))]
+    assert compare_outputs(close, reference, "fp16", "x")["within_tolerance"] is True
+    far = [reference[0] + 2 * tolerance("fp16") * np.abs(reference[0]).max()]  # control: twice the tolerance off
+    judged = compare_outputs(far, reference, "fp16", "x")
+    assert judged["within_tolerance"] is False and judged["relative"] == pytest.approx(2 * tolerance("fp16"))
+    infinite = [np.where(np.arange(16).reshape(2, 8) == 3, np.inf, reference[0])]  # control: a non-finite output
+    assert compare_outputs(infinite, reference, "fp16", "x")["within_tolerance"] is False
+    assert compare_outputs([reference[0][:1]], reference, "fp16", "x")["status"] == "not measured"
+    assert compare_outputs(close * 2, reference, "fp16", "x")["status"] == "not measured"
+
+
+def _record(column: str, model: str) -> dict:
+    path = RECORDS / column / f"{model}.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is not committed yet")
+    return json.loads(path.read_text())
+
+
+def test_a_layer_norm_binding_conflict_is_explained_under_autocast_by_dynamo():
+    """ALBERT under CPU bf16 autocast, dynamo: LayerNormalization's T bound to bf16 and float; eager's
+    native_layer_norm was handed bf16 activations and float weights; torchlib's aten_layer_norm emitted it."""
+    record = _record("cpu_bf16_autocast-dynamo", "albert")
+    item = analysis.evidence(record)
+    assert analysis.group_key(record) == ("LayerNormalization", "type_binding_conflict", "dynamo",
+                                          "cpu_bf16_autocast", "today")
+    assert item["types"] == ["tensor(bfloat16)", "tensor(float)"] and item["constraint"]["type_param"] == "T"
+    assert item["source"].startswith("transformers/models/albert/modeling_albert.py:")
+    kernel = next(k for k in item["eager_kernels"] if k["op"] == "native_layer_norm")
+    assert kernel["inputs"][:3] == ["bfloat16", "float", "float"] and kernel["mixed"]
+    assert item["emitter"]["function"].endswith("aten_layer_norm")
+
+
+def test_a_wrong_cast_target_is_explained_for_torchscript():
+    """ALBERT in bf16, TorchScript: ONNX Runtime's graph check refuses a complex128 input of Mul, made by a Cast
+    whose `to` is torch's number for bfloat16 (15), complex128 in ONNX's."""
+    record = _record("bf16_model-torchscript", "albert")
+    found = analysis.refusal(record)
+    assert found["kind"] == "invalid_type" and found["operator"] == "Mul" and found["types"] == ["tensor(complex128)"]
+    item = analysis.evidence(record)
+    assert "complex128" in {b["type"].removeprefix("tensor(").removesuffix(")") for b in item["bindings"]}
+    assert item["emitter"]["aten"] and item["source"]
+
+
+def test_a_record_that_was_not_refused_has_no_group():
+    """Control: an accepted record and an unexported one fall in no group."""
+    accepted = _record("fp16_model-dynamo", "albert")
+    assert accepted["outcome"] == "accepted" and analysis.group_key(accepted) is None
+    assert analysis.group_key({"outcome": "not_exported", "key": {"stack": "today"}}) is None
