@@ -271,7 +271,7 @@ def test_a_huge_node_name_is_cut(tmp_path, capsys):
 
 def test_every_command_is_in_the_table_with_help_from_its_library(capsys):
     assert list(cli.COMMANDS) == [
-        "run", "report", "compare", "lint", "blame", "draw", "repair", "bench-variants", "sweep", "strip",
+        "run", "report", "compare", "lint", "blame", "draw", "repair", "explain", "bench-variants", "sweep", "strip",
     ]  # fmt: skip
     _, overview, _ = _call(["--help"], capsys)
     for name, command in cli.COMMANDS.items():

@@ -26,13 +26,14 @@ from collections.abc import Iterator
 from where223.cli._base import Command, Parser, complain, library_doc
 from where223.cli._graph import Blame, Draw, Lint, Repair
 from where223.cli._pipeline import Compare, Run, Strip
-from where223.cli._studies import BenchVariants, Report, Sweep
+from where223.cli._studies import BenchVariants, Explain, Report, Sweep
 from where223.errors import Finding, UsageError
 
 __all__ = ["COMMANDS", "Command", "build_parser", "library_doc", "main"]
 
 COMMANDS: dict[str, type[Command]] = {
-    command.name: command for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, BenchVariants, Sweep, Strip)
+    command.name: command
+    for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, Explain, BenchVariants, Sweep, Strip)
 }
 
 

@@ -1,5 +1,5 @@
 """The studies' commands: `report` (the write-up), `bench-variants` (question 4 outside its notebook), `sweep`
-(questions 5, 6 and those to come, on the sweep engine)."""
+(questions 5-7 and those to come, on the sweep engine), `explain` (question 7's report for one model of yours)."""
 
 from __future__ import annotations
 
@@ -167,3 +167,63 @@ def summarize(space: Any, outputs: Path) -> str:
     module = importlib.import_module(space.summary)
     written = module.summarize(outputs / space.study)
     return f"{module.SUMMARY}: {json.dumps(written['counts'], sort_keys=True)}" if written else "no records yet"
+
+
+def _config_item(text: str) -> tuple[str, Any]:
+    """`NAME=VALUE`, the value read as JSON (a number, true, a list) or else kept as text."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=VALUE (a config attribute and its value)")
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
+
+
+class Explain(Command):
+    """Export your model in reduced precision, judge it with ONNX Runtime, lint, blame and explain it.
+
+    The model is a factory of yours (`--factory MODULE:FUNCTION` or `FILE.py:FUNCTION`, returning an nn.Module or
+    a module and its example inputs; `--inputs` another factory of a dict or tuple of tensors) or a transformers
+    model type built small from its config with random weights (`--model-type electra`, `--config NAME=VALUE`).
+    It runs under `--recipe` with `--exporter` in eval mode, in this interpreter or, with `--stack`, in a sweep
+    stack's (`today`: torch 2.14.1, transformers 5). Writes record.json, model.onnx and explanation.md under
+    `--out` and prints the explanation (`--json`: one line). Exit 0 when ONNX Runtime accepts the types, 1 when
+    it refuses them, 2 for a usage error.
+    """
+
+    name = "explain"
+    explained_by = "where223.study.classes.explain"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        from where223.sweep.recipes import RECIPES
+
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--factory", help="MODULE:FUNCTION or FILE.py:FUNCTION returning your nn.Module")
+        which.add_argument("--model-type", help="a transformers model type (CONFIG_MAPPING's key), built small")
+        parser.add_argument("--inputs", help="MODULE:FUNCTION returning example inputs (dict or tuple of tensors)")
+        parser.add_argument("--config", type=_config_item, action="append", default=[], metavar="NAME=VALUE",
+                            help="a config attribute set after shrinking (repeatable; values read as JSON)")
+        parser.add_argument("--recipe", default="cpu_bf16_autocast", choices=sorted(RECIPES),
+                            help="precision recipe (default cpu_bf16_autocast)")
+        parser.add_argument("--exporter", default="dynamo", choices=("dynamo", "torchscript"),
+                            help="torch.onnx exporter (default dynamo, today's default)")
+        parser.add_argument("--opset", default="auto",
+                            help="an opset, or auto (default): the exporter's own, 17 for TorchScript")
+        parser.add_argument("--stack", help="run in this sweep stack's interpreter (spaces/stacks.yaml, e.g. today)")
+        parser.add_argument("--out", type=Path, required=True,
+                            help="the folder for record.json, model.onnx and explanation.md")
+        options.json_output(parser, "the outcome, refused node and operator")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.study.classes import explain
+
+        opset: int | str = args.opset if args.opset == "auto" else int(args.opset)
+        record = explain.explain(
+            args.factory, inputs=args.inputs, model_type=args.model_type, config=dict(args.config),
+            recipe=args.recipe, exporter=args.exporter, opset=opset, out=args.out, stack=args.stack,
+        )  # fmt: skip
+        say(explain.summary_json(record) if args.json else explain.report(record))
+        return 1 if record.get("outcome") in explain.REFUSED else 0

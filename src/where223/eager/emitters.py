@@ -65,12 +65,19 @@ class Emitters:
             return []
         found = [call for call in self.calls if same_line(call.get("source"), source)]
         if op_hint:
-            hint = op_hint.lower()
-            found.sort(key=lambda call: hint not in call["aten"].lower().replace("_", ""))
+            found.sort(key=lambda call: not same_op(call["aten"], op_hint))
         return found
 
     def to_dict(self) -> dict[str, Any]:
         return {"exporter": self.exporter, "available": self.available, "why": self.why, "calls": len(self.calls)}
+
+
+def same_op(aten: str, op_type: str) -> bool:
+    """Whether an ATen op plausibly became an ONNX op: one's letters a prefix of the other's (`aten::layer_norm`
+    and LayerNormalization, `aten::where` and Where)."""
+    name = aten.rpartition("::")[2].replace("_", "").lower()
+    onnx_name = op_type.replace("_", "").lower()
+    return bool(name) and (onnx_name.startswith(name) or name.startswith(onnx_name))
 
 
 def same_line(one: str | None, other: str | None) -> bool:

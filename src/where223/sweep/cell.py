@@ -73,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runner", help="the module whose run_cell runs the cell (the space's `runner`)")
     args = parser.parse_args(argv)
     _exit_with_parent()
+    from where223.sweep import stages
+
+    stages.ANNOUNCE["stages"] = True
     key, stack = json.loads(args.cell), json.loads(args.stack)
     args.onnx.parent.mkdir(parents=True, exist_ok=True)
     record = run(key, stack, args.onnx, args.runner)

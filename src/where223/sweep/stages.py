@@ -14,8 +14,13 @@ from typing import Any
 MESSAGE_LIMIT = 20_000
 
 
+ANNOUNCE = {"stages": False}  # set by the cell entry point (`where223.sweep.cell`); a library call stays quiet
+
+
 def stage(name: str) -> None:
-    """Announce a stage on stderr, so the driver can tell where a crashed cell died."""
+    """Announce a stage on stderr when running as a sweep cell, so the driver can tell where a crashed cell died."""
+    if not ANNOUNCE["stages"]:
+        return
     sys.stderr.write(f"WHERE223_STAGE {name}\n")
     sys.stderr.flush()
 

@@ -335,8 +335,9 @@ def model_class(model_type: str) -> tuple[str, Any]:
     raise KeyError(f"{model_type} is in neither MODEL_MAPPING_NAMES nor MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
 
 
-def build(model_type: str, level: str) -> tuple[Any, dict[str, Any]]:
-    """The model of `model_type` at shrink `level` with random weights (seed 0), in training mode, and its facts."""
+def build(model_type: str, level: str, overrides: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """The model of `model_type` at shrink `level` with random weights (seed 0), in training mode, and its facts;
+    `overrides` (config attribute -> value) are set last, over the shrinking and `OVERRIDES`."""
     import torch
     from transformers import CONFIG_MAPPING
 
@@ -348,7 +349,7 @@ def build(model_type: str, level: str) -> tuple[Any, dict[str, Any]]:
     else:
         config = CONFIG_MAPPING[CONFIG_OF.get(model_type, model_type)]()
     changed = shrink_config(config, level)
-    for name, value in OVERRIDES.get(model_type, {}).items():
+    for name, value in {**OVERRIDES.get(model_type, {}), **(overrides or {})}.items():
         setattr(config, name, value)
         changed[name] = value
     if hasattr(config, "use_cache"):
@@ -417,7 +418,8 @@ def blame_nodes(onnx_path: Path, findings: list[dict[str, Any]], named_by_ort: s
 
 
 def build_and_feed(
-    record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any], model_type: str, mode: str = "train"
+    record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any], model_type: str, mode: str = "train",
+    overrides: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[str, Any] | None]:
     """Build `model_type` at the first shrink level that builds and runs once in fp32 (in `mode`), recording the
     attempts; (None, None) with the record's outcome and error set when none does."""
@@ -428,7 +430,7 @@ def build_and_feed(
     for level in SHRINK_LEVELS:
         current = "build"
         try:
-            model, facts = timed(f"build-{level}", lambda level=level: build(model_type, level))
+            model, facts = timed(f"build-{level}", lambda level=level: build(model_type, level, overrides))
             model.train(mode == "train")
             current = "feed"
             inputs = model_inputs(torch, model, model_type)

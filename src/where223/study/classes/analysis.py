@@ -104,6 +104,16 @@ def _lint_finding(record: dict[str, Any], node: str | None) -> dict[str, Any] | 
     return next((f for f in findings if f.get("node") == node), None) if node else None
 
 
+def _emitter(blamed: dict[str, Any], operator: str | None) -> dict[str, Any] | None:
+    """The emitting call of a blamed node: among the TorchScript symbolic calls of its line, the one whose ATen op
+    is the node's operator (`aten::layer_norm` for LayerNormalization), else the first; dynamo's as recorded."""
+    from where223.eager.emitters import same_op
+
+    calls = blamed.get("emitter_calls") or []
+    matching = [call for call in calls if operator and same_op(call.get("aten") or "", operator)]
+    return (matching or calls or [blamed.get("emitter")])[0]
+
+
 def evidence(record: dict[str, Any]) -> dict[str, Any]:
     """One refused record's explanation: node, types, schema constraint, eager kernels, source, emitter."""
     found = refusal(record) or {}
@@ -123,7 +133,7 @@ def evidence(record: dict[str, Any]) -> dict[str, Any]:
         "source": portable.without_side_folder(blamed.get("source")) if blamed.get("source") else None,
         "code": blamed.get("code"),
         "eager_kernels": blamed.get("eager_kernels") or [],
-        "emitter": blamed.get("emitter"),
+        "emitter": _emitter(blamed, found.get("operator")),
         "opset": record.get("onnx_opset"),
     }
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +163,10 @@ def run(
     exporter: str,
     opset: int | str = "auto",
     mode: str = "eval",
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run one model type through every stage and return its record (failures are recorded, not raised)."""
+    """Run one model type (its config's attributes `overrides` set last) through every stage and return its record
+    (failures are recorded, not raised)."""
     from where223.pipeline.environment import describe
 
     record: dict[str, Any] = {
@@ -179,23 +182,41 @@ def run(
     }
     timed = functools.partial(time_stage, record)
 
-    import torch
     import transformers
-
-    from where223.eager.emitters import recording
-    from where223.eager.kernels import KernelTable, record_kernels
 
     record["environment"] = describe(DEVICE)
     record["transformers_version"] = transformers.__version__
     if transformers.__version__ != release:
         raise RuntimeError(f"PYTHONPATH gives transformers {transformers.__version__}, not {release}")
-    model, inputs = build_and_feed(record, timed, model_type, mode)
+    model, inputs = build_and_feed(record, timed, model_type, mode, overrides)
     if model is None or inputs is None:
         return record
+    return explain_module(record, timed, positional(model, list(inputs)), inputs, onnx_path, recipe, exporter, opset,
+                          mode)
+
+
+def explain_module(
+    record: dict[str, Any],
+    timed: Callable[[str, Callable[[], Any]], Any],
+    module: Any,
+    inputs: dict[str, Any],
+    onnx_path: Path,
+    recipe: Recipe,
+    exporter: str,
+    opset: int | str = "auto",
+    mode: str = "eval",
+) -> dict[str, Any]:
+    """Every stage after building, for any module called as `module(*inputs.values())` that returns its outputs:
+    the recipe, the eager run with its kernels, the export with its emitters, the judgement, lint, blame with
+    evidence, and the graph's outputs against eager. Fills `record` (failures recorded, not raised)."""
+    import torch
+
+    from where223.eager.emitters import recording
+    from where223.eager.kernels import KernelTable, record_kernels
+
     record["built"] = record["fed"] = True
-    model, inputs = recipe.prepare(torch, model, inputs)
+    module, inputs = recipe.prepare(torch, module, inputs)
     record["inputs"] = {name: {"shape": list(t.shape), "dtype": str(t.dtype)} for name, t in inputs.items()}
-    module = positional(model, list(inputs))
     module.train(mode == "train")
     reference: list[Any] | None = None
     table = KernelTable()
