@@ -210,10 +210,14 @@ def run(
             say(f"Dask dashboard: {client.dashboard_link}")
         futures: dict[Any, tuple[Cell, int]] = {}
 
+        order = {cell: position for position, cell in enumerate(todo)}
+
         def submit(cell: Cell, attempt: int) -> Any:
+            # the space's order as Dask's priority: left to itself, Dask started a real sweep's queued cells in an
+            # order of its own (NOTES: one recipe's cells for twenty model types, another's for three)
             future = client.submit(
                 execute, cell.key(), space.name, space.timeout_s, runner=space.runner,
-                key=f"{space.name}-{cell.ident()}-{attempt}", pure=False, retries=0,
+                key=f"{space.name}-{cell.ident()}-{attempt}", pure=False, retries=0, priority=-order[cell],
             )  # fmt: skip
             futures[future] = (cell, attempt)
             return future
