@@ -387,6 +387,8 @@ def typed_group_problems(text: str, rows: list[dict], releases: list[str]) -> li
 
 def architecture_problems(text: str, outputs) -> list[str]:
     """What section 6 of `text` gets wrong about the architecture records under `outputs` (empty: nothing)."""
+    text = text[text.index("## 6."):]
+    text = text[: text.index("\n## ", 1)] if "\n## " in text[1:] else text
     rows = architecture_records(outputs)
     releases = sorted({r["release"] for r in rows})
     return [*table_problems(text, rows, releases), *other_outcome_problems(text, rows, releases),
@@ -474,4 +476,4 @@ def test_control_a_missing_section_or_file_is_caught(outputs_copy, monkeypatch):
     kept = [s for s in report.sections() if s is not architectures_section.section]
     monkeypatch.setattr(report, "sections", lambda: kept)
     assert structure_problems(report.build(outputs_copy), outputs_copy)[:2] == [
-        "sections numbered ['1', '2', '3', '4', '5'] for 6 notebooks", "no link to an executed 06_architectures"]
+        "sections numbered ['1', '2', '3', '4', '5', '7'] for 7 notebooks", "no link to an executed 06_architectures"]

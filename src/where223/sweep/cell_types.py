@@ -33,10 +33,15 @@ class EngineFacts(TypedDict):
     prepare_s: float | None
 
 
-class _CellErrorRequired(TypedDict):
+class EngineError(TypedDict):
+    """How a cell ended that left no record of its own (the engine writes it: timeout, crashed, not_built)."""
+
     stage: str
     type: str
     message: str
+
+
+class _CellErrorRequired(EngineError):
     causes: list[dict[str, Any]]
     traceback_tail: str
 
@@ -45,8 +50,8 @@ class CellError(_CellErrorRequired, total=False):
     shrink: str
 
 
-class CellRecord(TypedDict):
-    """The keys the engine writes into every cell's record, whatever the model."""
+class EngineRecord(TypedDict):
+    """The keys of every cell's record, the engine's own (timeout, crashed, not_built) included."""
 
     key: CellKey
     outcome: str
@@ -54,9 +59,14 @@ class CellRecord(TypedDict):
     recorded_by: str
     stack: StackFacts
     engine: EngineFacts
+    wall_s: float
+
+
+class CellRecord(EngineRecord):
+    """The keys the engine writes into every record a cell itself wrote, whatever the model."""
+
     threads: dict[str, Any]
     timings_s: dict[str, float]
-    wall_s: float
 
 
 class MigratedOutcomes(TypedDict):

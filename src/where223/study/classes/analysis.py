@@ -28,7 +28,9 @@ from where223.sweep.worker import now
 
 OUT_DIR: Path = paths.OUTPUTS / "classes"
 SUMMARY = "summary.json"  # what `summarize` writes in the sweep's folder
-STACK_LABELS: dict[str, str] = {"today": "today", "project": "2022"}
+STACK_LABELS: dict[str, str] = {"project": "2022", "today": "today"}  # in the write-up's order
+RECIPE_ORDER = ("cpu_bf16_autocast", "bf16_model", "fp16_model")
+EXPORTER_ORDER = ("torchscript", "dynamo")
 TYPE_REFUSALS = frozenset({Outcome.TYPE_ERROR, Outcome.WHERE_TYPE_ERROR})
 _INVALID_TYPE = re.compile(r"Type '(?P<type>[^']+)' of (?:input|output) parameter \((?P<value>[^)]*)\) of operator "
                            r"\((?P<op>[^)]+)\) in node \((?P<node>[^)]*)\)")
@@ -48,6 +50,17 @@ def column(record: dict[str, Any]) -> tuple[str, str, str]:
     key = record.get("key") or {}
     stack = str(key.get("stack", ""))
     return STACK_LABELS.get(stack, stack), str(key.get("recipe")), str(key.get("exporter"))
+
+
+def column_order(col: tuple[str, str, str]) -> tuple[int, int, int, str]:
+    """The write-up's order of columns: 2022 before today, the recipes and exporters as listed here."""
+    stack, recipe, exporter = col
+    labels = list(STACK_LABELS.values())
+
+    def rank(value: str, order: Any) -> int:
+        return list(order).index(value) if value in order else len(order)
+
+    return rank(stack, labels), rank(recipe, RECIPE_ORDER), rank(exporter, EXPORTER_ORDER), "/".join(col)
 
 
 def column_name(col: tuple[str, str, str]) -> str:
@@ -157,6 +170,7 @@ def groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         group = found.setdefault(key, {"operator": key[0], "kind": key[1], "exporter": key[2], "recipe": key[3],
                                        "stack": key[4], "members": [], "sources": Counter()})  # fmt: skip
         group["members"].append(record["model_type"])
+        group.setdefault("types", refusal(record)["types"])
         item = evidence(record)
         if item["source"]:
             group["sources"][item["source"]] += 1
@@ -171,14 +185,10 @@ def groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return ordered
 
 
-def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
-    """Write `summary.json`: counts per column and the refusal groups (None, nothing written, when `out_dir` does
-    not exist)."""
-    if not Path(out_dir).is_dir():
-        return None
-    rows = load_records(out_dir)
-    columns = sorted({column(r) for r in rows})
-    summary = {
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts per column and the refusal groups of some records (what `summary.json` holds)."""
+    columns = sorted({column(r) for r in rows}, key=column_order)
+    return {
         "description": (
             "Every model type of the base and causal-LM mappings of transformers 5.24.0 (today's stack) and 4.25.1 "
             "(the 2022 stack), built small with random weights, under three precision recipes and each stack's "
@@ -190,5 +200,12 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
         "driver_environment": environment.describe(),
         "updated_at": now(),
     }
-    publish.write_record(Path(out_dir) / SUMMARY, summary, Path(out_dir).parent)
-    return summary
+
+
+def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
+    """Write `summary.json` from the records under `out_dir` (None, nothing written, when it does not exist)."""
+    if not Path(out_dir).is_dir():
+        return None
+    written = summary(load_records(out_dir))
+    publish.write_record(Path(out_dir) / SUMMARY, written, Path(out_dir).parent)
+    return written

@@ -26,7 +26,10 @@ RECIPE_SHORT = {"cpu_bf16_autocast": "autocast bf16", "bf16_model": "model bf16"
 
 
 def class_name(group: dict[str, Any]) -> str:
-    """A group's class: operator and what was broken."""
+    """A group's class: operator and what was broken (for a refused type, which: `Conv: bfloat16 refused`)."""
+    if group["kind"] in ("invalid_type", "type_not_allowed") and group.get("types"):
+        shown = "/".join(t.removeprefix("tensor(").removesuffix(")") for t in group["types"])
+        return f"{group['operator']}: {shown} {'refused' if group['kind'] == 'invalid_type' else 'not allowed'}"
     return f"{group['operator']}: {KIND_SHORT.get(group['kind'], group['kind'])}"
 
 
@@ -79,5 +82,5 @@ def draw(summary: dict[str, Any], out_stem: Path) -> list[Path]:
     fig.suptitle("Model types ONNX Runtime (CPU) refuses for their types, by class (operator: what was broken)",
                  fontsize=HEADING_SIZE)  # fmt: skip
     height = fig.get_figheight()
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / height))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height), h_pad=0.2)
     return save_figure(fig, out_stem)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from where223.pipeline.record import Environment
-from where223.sweep.cell_types import CellError, CellRecord
+from where223.sweep.cell_types import CellError, EngineError, EngineRecord
 
 
-class _Cell(CellRecord):
+class _Cell(EngineRecord):
     model_type: str
     release: str
 
@@ -23,14 +23,16 @@ _CellOptional = TypedDict("_CellOptional", {
     "config_changes": dict[str, Any], "parameters": int, "inputs": dict[str, Any], "attempts": list[dict[str, Any]],
     "eager": dict[str, Any], "export": dict[str, Any], "export_warnings": list[str], "emitters": dict[str, Any],
     "onnx_bytes": int, "onnx_opset": int, "ir_version": int, "ort": dict[str, Any], "lint": dict[str, Any],
-    "blame": list[dict[str, Any]], "blame_error": CellError, "numerics": dict[str, Any], "error": CellError,
-    "reason": str, "timings_s": dict[str, float],
+    "blame": list[dict[str, Any]], "blame_error": CellError, "numerics": dict[str, Any],
+    "error": CellError | EngineError,
+    "reason": str, "timings_s": dict[str, float], "threads": dict[str, Any], "subject": dict[str, Any],
 }, total=False)
 
 
 class ClassCellRecord(_Cell, _CellOptional):
-    """One model type under one recipe and exporter: what the engine writes (`CellRecord`), how far the model got,
-    and what each stage found (present when the stage ran)."""
+    """One model type under one recipe and exporter: what the engine writes into every record (`EngineRecord`;
+    a record of the engine's own, a timeout say, holds no more), how far the model got, and what each stage found
+    (present when the stage ran)."""
 
 
 class ClassesSummary(TypedDict):
