@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 GRAPH_PY := .venv-graph/bin/python
 STAMP := $(VENV)/.where223-setup
 
-.PHONY: setup run test lint strip lab clean-env graph-lock
+.PHONY: setup run test lint strip lab clean-env graph-lock stack-today
 
 # releases.py lists the transformers releases whose side folders setup installs (notebooks never install).
 $(STAMP): requirements.lock requirements-graph.lock requirements-graph.in pyproject.toml scripts/setup-env.sh src/where223/gpt2/releases.py
@@ -27,6 +27,12 @@ run: setup
 test: setup
 	$(PY) -m pytest
 	$(GRAPH_PY) -m pytest -p no:cacheprovider tests/graph
+
+# Today's sweep stack (spaces/stacks.yaml's `today`: torch 2.14.1, transformers 5, onnx 1.23, onnxruntime 1.32)
+# under .cache/sweep/envs, as a sweep's first cell would build it (the first time: some GB of CUDA wheels from the
+# index). `where223 explain --stack today` and the class sweep use it; .ci/run builds it, so its cell test runs.
+stack-today: setup
+	$(PY) -m where223.sweep.stacks --build today
 
 # Bump the graph tools' second environment: every package of `.[graph]` and requirements-graph.in at its newest
 # on the indexes (pip's configuration handed to uv), for Python 3.11; then `make setup` installs it.

@@ -44,6 +44,10 @@ def cause(group: dict[str, Any]) -> str:
                  f"{'/'.join(kernel['outputs'])}")  # fmt: skip
         if mixed:
             text += ", a kernel taking mixed dtypes where the schema binds one type"
+        elif len(item.get("types") or []) > 1:
+            floating = {d for d in kernel["inputs"] if d in ("float", "float16", "bfloat16", "double")}
+            text += (f": eager computed in {'/'.join(sorted(floating))}, so the graph's types departed from eager's "
+                     "before this node")
     else:
         text += "; no eager kernel was recorded at that line"
     return text + "."
