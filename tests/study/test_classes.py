@@ -70,3 +70,36 @@ def test_a_record_that_was_not_refused_has_no_group():
     accepted = _record("fp16_model-dynamo", "albert")
     assert accepted["outcome"] == "accepted" and analysis.group_key(accepted) is None
     assert analysis.group_key({"outcome": "not_exported", "key": {"stack": "today"}}) is None
+
+
+def test_the_class_space_is_every_model_type_by_three_recipes_and_two_exporters():
+    """README's counts: today's list holds 625 model types, its space 3750 cells; the 2022 space 143 x 3."""
+    from where223.sweep.space import load_space
+
+    today = load_space(analysis.paths.ROOT / "spaces" / "classes-today.yaml")
+    assert len({cell.model for cell in today.cells}) == 625 and len(today.cells) == 3750
+    assert analysis.space_sizes() == {"today": 3750, "2022": 429}
+
+
+def test_bert_in_fp16_departs_from_eager_before_its_layer_norm():
+    """README's second example: the graph's first LayerNormalization gets float and float16 while eager computed
+    that line in float16 throughout (no mixed kernel)."""
+    record = _record("fp16_model-torchscript", "bert")
+    item = analysis.evidence(record)
+    assert item["operator"] == "LayerNormalization" and item["types"] == ["tensor(float)", "tensor(float16)"]
+    norm = next(k for k in item["eager_kernels"] if k["op"] == "native_layer_norm")
+    assert set(norm["inputs"]) == {"float16"} and not norm["mixed"]
+
+
+def test_electra_under_autocast_is_explained_as_readme_says():
+    """README's first example: ELECTRA, CPU bf16 autocast, dynamo: LayerNormalization's T bound to bfloat16 and
+    float, eager's native_layer_norm handed bfloat16/float/float, torchlib's aten_layer_norm the emitter."""
+    record = _record("cpu_bf16_autocast-dynamo", "electra")
+    item = analysis.evidence(record)
+    assert (item["operator"], item["node"]) == ("LayerNormalization", "node_layer_norm_1")
+    assert item["types"] == ["tensor(bfloat16)", "tensor(float)"]
+    assert item["source"].startswith("transformers/models/electra/modeling_electra.py:")
+    assert "self.LayerNorm(hidden_states + input_tensor)" in item["code"]
+    norm = next(k for k in item["eager_kernels"] if k["op"] == "native_layer_norm")
+    assert norm["inputs"][:3] == ["bfloat16", "float", "float"] and norm["mixed"]
+    assert item["emitter"]["function"].endswith("aten_layer_norm")

@@ -185,7 +185,18 @@ def groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return ordered
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def timing(rows: list[dict[str, Any]], cells_in_space: int | None = None) -> dict[str, Any]:
+    """The recorded cells' wall time (each cell's own process, as its worker measured it): count, sum and mean,
+    and what the mean makes of the whole space per worker (a projection from the recorded cells' mean, not a
+    measurement of the rest)."""
+    walls = [float(r["wall_s"]) for r in rows if isinstance(r.get("wall_s"), (int, float))]
+    mean = sum(walls) / len(walls) if walls else None
+    projected = None if mean is None or not cells_in_space else round(mean * cells_in_space / 3600, 2)
+    return {"cells": len(walls), "wall_s_sum": round(sum(walls), 1), "mean_wall_s": round(mean, 2) if mean else None,
+            "cells_in_space": cells_in_space, "projected_worker_hours": projected}
+
+
+def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = None) -> dict[str, Any]:
     """Counts per column and the refusal groups of some records (what `summary.json` holds)."""
     columns = sorted({column(r) for r in rows}, key=column_order)
     return {
@@ -197,15 +208,36 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "columns": [{"stack": c[0], "recipe": c[1], "exporter": c[2]} for c in columns],
         "counts": {column_name(c): counts(r for r in rows if column(r) == c) for c in columns},
         "groups": groups(rows),
+        "timing": {stack: timing([r for r in rows if column(r)[0] == stack], (cells_in_space or {}).get(stack))
+                   for stack in sorted({column(r)[0] for r in rows})},
         "driver_environment": environment.describe(),
         "updated_at": now(),
     }
+
+
+SPACES = {"today": "classes-today.yaml", "2022": "classes-2022.yaml"}
+
+
+def space_sizes() -> dict[str, int]:
+    """How many cells each stack's space holds (its models times recipes times exporters), read from the space
+    files without the sweep engine."""
+    import yaml
+
+    sizes = {}
+    for stack, name in SPACES.items():
+        data = yaml.safe_load((paths.ROOT / "spaces" / name).read_text())
+        models = data["models"]
+        if isinstance(models, str) and models.startswith("@"):
+            lines = (paths.ROOT / models[1:]).read_text().splitlines()
+            models = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+        sizes[stack] = len(models) * len(data["recipes"]) * len(data["exporters"])
+    return sizes
 
 
 def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
     """Write `summary.json` from the records under `out_dir` (None, nothing written, when it does not exist)."""
     if not Path(out_dir).is_dir():
         return None
-    written = summary(load_records(out_dir))
+    written = summary(load_records(out_dir), space_sizes())
     publish.write_record(Path(out_dir) / SUMMARY, written, Path(out_dir).parent)
     return written

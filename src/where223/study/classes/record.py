@@ -40,6 +40,7 @@ class ClassesSummary(TypedDict):
     columns: list[dict[str, str]]
     counts: dict[str, dict[str, int]]
     groups: list[dict[str, Any]]
+    timing: dict[str, dict[str, Any]]
     driver_environment: Environment
     updated_at: str
 
