@@ -103,3 +103,31 @@ def test_electra_under_autocast_is_explained_as_readme_says():
     norm = next(k for k in item["eager_kernels"] if k["op"] == "native_layer_norm")
     assert norm["inputs"][:3] == ["bfloat16", "float", "float"] and norm["mixed"]
     assert item["emitter"]["function"].endswith("aten_layer_norm")
+
+
+def _scanned(model: str, opset: int, outcome: str, message: str | None = None) -> dict:
+    return {"model_type": model, "key": {"stack": "today", "recipe": "bf16_model", "exporter": "dynamo",
+                                         "opset": opset}, "outcome": outcome, "ort": {"message": message}}
+
+
+def test_an_opset_span_says_where_the_group_holds_and_what_else_happens():
+    """A group refused alike at 14-16 and 18, accepted at 17 and refused for another class at 19; the control, a
+    representative that was not scanned, has no span."""
+    conv = ("Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in node (n) is invalid")
+    group = {"representative": {"model_type": "m"}, "stack": "today", "recipe": "bf16_model", "exporter": "dynamo",
+             "operator": "Conv", "kind": "invalid_type"}
+    other = "Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Mul) in node (k) is invalid"
+    scanned = [_scanned("m", o, "type_error", conv) for o in (14, 15, 16, 18)]
+    scanned += [_scanned("m", 17, "missing_kernel"), _scanned("m", 19, "type_error", other)]
+    span = analysis.opset_span(group, scanned)
+    assert span["alike_text"] == "14-16, 18" and span["other"] == {"17": "missing_kernel", "19": "Mul invalid_type"}
+    assert analysis.opset_span({**group, "representative": {"model_type": "unscanned"}}, scanned) is None
+
+
+def test_the_opset_plan_lists_each_representative_at_every_opset_of_its_exporter():
+    groups_ = [{"stack": "today", "recipe": "bf16_model", "exporter": "torchscript",
+                "representative": {"model_type": "albert"}},
+               {"stack": "2022", "recipe": "bf16_model", "exporter": "torchscript",
+                "representative": {"model_type": "bert"}}]
+    plan = analysis.opset_plan(groups_)
+    assert plan == [f"albert bf16_model torchscript {o}" for o in range(14, 21)]  # the 2022 group is not today's

@@ -113,3 +113,22 @@ def test_the_summary_step_runs_the_space_s_summary_module(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli.main([*argv, str(tmp_path / "empty")]) == 0
     assert "matrix: no records yet" in capsys.readouterr().out
+
+
+def test_a_space_of_listed_cells_and_its_malformed_control(tmp_path):
+    """`cells: @FILE` runs the listed cells in each stack and mode, not the product of their fields; a line that is
+    not four fields is one UsageError naming it."""
+    from where223.errors import UsageError
+    from where223.sweep.space import load_space
+
+    listed = tmp_path / "cells.txt"
+    listed.write_text("# comment\ngpt2 bf16_model dynamo 14\nbert fp16_model torchscript 17\n")
+    space = tmp_path / "space.yaml"
+    space.write_text(f"study: s\nrecords: 'x/{{model}}-{{opset}}.json'\nrunner: where223.study.classes.run\n"
+                     f"stacks: [project]\ncells: '@{listed}'\nmodes: [eval]\n")
+    cells = load_space(space).cells
+    assert [(c.model, c.recipe, c.exporter, c.opset, c.mode) for c in cells] == [
+        ("gpt2", "bf16_model", "dynamo", 14, "eval"), ("bert", "fp16_model", "torchscript", 17, "eval")]
+    listed.write_text("gpt2 bf16_model dynamo\n")
+    with pytest.raises(UsageError, match="is not 'MODEL RECIPE EXPORTER OPSET'"):
+        load_space(space)

@@ -2,7 +2,9 @@
 
 A cell is (stack, model, precision recipe, exporter, opset, mode); a space is the product of one list of each,
 where `stacks` is a list of stack names or {environments: [...], transformers: [...]} for their product, and
-`models` a list or `@FILE` (one name per line). Every name is checked before anything runs (`load_space` raises
+`models` a list or `@FILE` (one name per line); or, with `cells: @FILE`, the listed (model, recipe, exporter, opset)
+cells in each stack and mode (a plan drawn from earlier records, such as the class study's opset scan).
+Every name is checked before anything runs (`load_space` raises
 UsageError, one line): stacks against `spaces/stacks.yaml`, recipes and exporters against their open registries,
 models against the tiny GPT-2, the engine's controls and the committed model types. `records` is the record path
 under the outputs tree, formatted from the cell's fields and its stack's `torch` and `transformers` versions.
@@ -114,6 +116,29 @@ def _names(value: Any, what: str, path: Path) -> list[str]:
     raise UsageError(f"space {path}: `{what}` must be a name, a list of names or @FILE")
 
 
+def _listed_cells(value: Any, path: Path) -> list[tuple[str, str, str, int | str]]:
+    """A space's explicit `cells`: `@FILE` of lines `MODEL RECIPE EXPORTER OPSET` (`#` comments), or a list of
+    such strings; each listed cell runs in every stack and mode of the space."""
+    if isinstance(value, str) and value.startswith("@"):
+        lines = (paths.ROOT / value[1:]).read_text().splitlines()
+    elif isinstance(value, list):
+        lines = [str(item) for item in value]
+    else:
+        raise UsageError(f"space {path}: `cells` must be @FILE or a list of 'MODEL RECIPE EXPORTER OPSET'")
+    cells = []
+    for line in lines:
+        text = line.split("#", 1)[0].split()
+        if not text:
+            continue
+        if len(text) != 4:
+            raise UsageError(f"space {path}: cell {line!r} is not 'MODEL RECIPE EXPORTER OPSET'")
+        model, recipe, exporter, opset = text
+        cells.append((model, recipe, exporter, opset if opset == "auto" else int(opset)))
+    if not cells:
+        raise UsageError(f"space {path}: `cells` lists no cell")
+    return cells
+
+
 def _stack_names(value: Any, path: Path) -> list[str]:
     if isinstance(value, dict):
         envs = _names(value.get("environments"), "stacks.environments", path)
@@ -168,12 +193,14 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     try:
         study, records = str(data["study"]), str(data["records"])
         timeout_s = float(data.get("timeout_s", 600))
+        listed = _listed_cells(data["cells"], path) if "cells" in data else None
         axes = {
             "stack": _stack_names(data["stacks"], path),
-            "model": _names(data["models"], "models", path),
-            "recipe": _names(data["recipes"], "recipes", path),
-            "exporter": _names(data["exporters"], "exporters", path),
-            "opset": [o if o == "auto" else int(o) for o in _names(data.get("opsets", "auto"), "opsets", path)],
+            "model": [c[0] for c in listed] if listed else _names(data["models"], "models", path),
+            "recipe": [c[1] for c in listed] if listed else _names(data["recipes"], "recipes", path),
+            "exporter": [c[2] for c in listed] if listed else _names(data["exporters"], "exporters", path),
+            "opset": [c[3] for c in listed] if listed else [
+                o if o == "auto" else int(o) for o in _names(data.get("opsets", "auto"), "opsets", path)],
             "mode": _names(data.get("modes", "train"), "modes", path),
         }
     except (KeyError, TypeError, ValueError) as error:
@@ -184,7 +211,11 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     _unknown("recipe", axes["recipe"], frozenset(RECIPES))
     _unknown("exporter", axes["exporter"], frozenset(EXPORTERS))
     _unknown("mode", axes["mode"], frozenset(MODES))
-    cells = [Cell(*values) for values in itertools.product(*(axes[f] for f in KEY_FIELDS))]
+    if listed:  # the listed cells in each stack and mode, not the product of their fields
+        cells = [Cell(stack, model, recipe, exporter, opset, mode) for stack in axes["stack"]
+                 for (model, recipe, exporter, opset) in listed for mode in axes["mode"]]  # fmt: skip
+    else:
+        cells = [Cell(*values) for values in itertools.product(*(axes[f] for f in KEY_FIELDS))]
     identity = {str(k): str(v) for k, v in (data.get("identity") or {}).items()}
     runner = _runner(data.get("runner"), axes["model"], path)
     summary = None if data.get("summary") is None else _module(data["summary"], "summary", path)

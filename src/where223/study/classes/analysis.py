@@ -196,7 +196,66 @@ def timing(rows: list[dict[str, Any]], cells_in_space: int | None = None) -> dic
             "cells_in_space": cells_in_space, "projected_worker_hours": projected}
 
 
-def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = None) -> dict[str, Any]:
+# The opsets each exporter of today's torch supports from 14 on (torch.onnx._constants: the TorchScript
+# exporter's newest is 20, the dynamo exporter's 23; below 18 the dynamo exporter converts its graph down).
+OPSETS: dict[str, tuple[int, ...]] = {"torchscript": tuple(range(14, 21)), "dynamo": tuple(range(14, 24))}
+OPSET_RECORDS = "opsets"  # classes/opsets/<release>/<recipe>-<exporter>/<model>-<opset>.json
+
+
+def opset_plan(groups_: list[dict[str, Any]], stack: str = "today") -> list[str]:
+    """The opset scan's cells: each group's representative at every opset its exporter supports from 14 on, as
+    `MODEL RECIPE EXPORTER OPSET` lines (a representative shared by groups is listed once)."""
+    lines: list[str] = []
+    for group in groups_:
+        if group["stack"] != stack:
+            continue
+        model = group["representative"]["model_type"]
+        for opset in OPSETS[group["exporter"]]:
+            line = f"{model} {group['recipe']} {group['exporter']} {opset}"
+            if line not in lines:
+                lines.append(line)
+    return lines
+
+
+def load_opset_records(out_dir: Path = OUT_DIR) -> list[dict[str, Any]]:
+    """The opset scan's records (`classes/opsets/<release>/<recipe>-<exporter>/<model>-<opset>.json`)."""
+    return [records.read_json(path) for path in sorted((Path(out_dir) / OPSET_RECORDS).glob("*/*/*.json"))]
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[14, 15, 16, 18] -> '14-16, 18'."""
+    parts: list[str] = []
+    for number in sorted(numbers):
+        if parts and int(parts[-1].split("-")[-1]) == number - 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{number}"
+        else:
+            parts.append(str(number))
+    return ", ".join(parts)
+
+
+def opset_span(group: dict[str, Any], scanned: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where a group's representative is refused alike (same operator and kind) across the opsets scanned, and
+    what it is at the others; None when it was not scanned."""
+    model = group["representative"]["model_type"]
+    mine = [r for r in scanned if r.get("model_type") == model and column(r) == (group["stack"], group["recipe"],
+                                                                                   group["exporter"])]
+    if not mine:
+        return None
+    alike, other = [], {}
+    for record in mine:
+        opset = int(record["key"]["opset"])
+        key = group_key(record)
+        if key is not None and key[:2] == (group["operator"], group["kind"]):
+            alike.append(opset)
+        else:
+            found = refusal(record)
+            other[str(opset)] = f"{found['operator']} {found['kind']}" if found else str(record.get("outcome"))
+    return {"model_type": model, "scanned": sorted(int(r["key"]["opset"]) for r in mine), "alike": sorted(alike),
+            "alike_text": _ranges(alike) or "none", "other": dict(sorted(other.items(), key=lambda i: int(i[0])))}
+
+
+def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = None,
+            scanned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Counts per column and the refusal groups of some records (what `summary.json` holds)."""
     columns = sorted({column(r) for r in rows}, key=column_order)
     return {
@@ -207,7 +266,7 @@ def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = 
         ),
         "columns": [{"stack": c[0], "recipe": c[1], "exporter": c[2]} for c in columns],
         "counts": {column_name(c): counts(r for r in rows if column(r) == c) for c in columns},
-        "groups": groups(rows),
+        "groups": [{**group, "opset_span": opset_span(group, scanned or [])} for group in groups(rows)],
         "timing": {stack: timing([r for r in rows if column(r)[0] == stack], (cells_in_space or {}).get(stack))
                    for stack in sorted({column(r)[0] for r in rows})},
         "driver_environment": environment.describe(),
@@ -238,6 +297,26 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
     """Write `summary.json` from the records under `out_dir` (None, nothing written, when it does not exist)."""
     if not Path(out_dir).is_dir():
         return None
-    written = summary(load_records(out_dir), space_sizes())
+    written = summary(load_records(out_dir), space_sizes(), load_opset_records(out_dir))
     publish.write_record(Path(out_dir) / SUMMARY, written, Path(out_dir).parent)
     return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m where223.study.classes.analysis --opset-plan FILE`: write the opset scan's cells (the committed
+    summary's groups' representatives at every opset; `spaces/classes-opsets.yaml` lists them)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m where223.study.classes.analysis", description=main.__doc__)
+    parser.add_argument("--opset-plan", type=Path, required=True, help="the cells file to write")
+    args = parser.parse_args(argv)
+    data = records.read_json(OUT_DIR / SUMMARY)
+    lines = opset_plan(data["groups"])
+    header = "# MODEL RECIPE EXPORTER OPSET: each refusal group's representative at every opset of its exporter\n"
+    args.opset_plan.write_text(header + "\n".join(lines) + "\n")
+    print(f"{args.opset_plan}: {len(lines)} cells")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -45,4 +45,5 @@ class ClassesSummary(TypedDict):
     updated_at: str
 
 
-RECORDS: dict[str, type] = {"classes/*/*/*.json": ClassCellRecord, "classes/summary.json": ClassesSummary}
+RECORDS: dict[str, type] = {"classes/*/*/*.json": ClassCellRecord, "classes/opsets/*/*/*.json": ClassCellRecord,
+                            "classes/summary.json": ClassesSummary}

@@ -53,6 +53,21 @@ def cause(group: dict[str, Any]) -> str:
     return text + "."
 
 
+def _span(span: dict[str, Any] | None) -> str:
+    """A group's opset span as the write-up says it: where its representative is refused alike, and otherwise."""
+    if not span:
+        return NOT_MEASURED
+    other = "; ".join(f"{opset}: {what}" for opset, what in span["other"].items())
+    return f"refused alike at {span['alike_text']} (of {_ranges_text(span['scanned'])})" + (
+        f", otherwise {other}" if other else "")
+
+
+def _ranges_text(numbers: list[int]) -> str:
+    from where223.study.classes.analysis import _ranges
+
+    return _ranges(numbers)
+
+
 def section(report: Report) -> None:
     """Section 7: which model types today's exporters break for ONNX Runtime in reduced precision, and why."""
     data = report.json("classes/summary.json")
@@ -83,7 +98,7 @@ def section(report: Report) -> None:
         if name in seen:
             continue
         seen.add(name)
-        opsets = group.get("opsets") or NOT_MEASURED
+        opsets = _span(group.get("opset_span"))
         lines.append(f"- **{name}** ({group['stack']}, {group['recipe']}, {group['exporter']}; "
                      f"e.g. {group['representative']['model_type']}): {cause(group)} Opsets: {opsets}.")  # fmt: skip
     lines += [
