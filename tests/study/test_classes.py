@@ -131,3 +131,36 @@ def test_the_opset_plan_lists_each_representative_at_every_opset_of_its_exporter
                 "representative": {"model_type": "bert"}}]
     plan = analysis.opset_plan(groups_)
     assert plan == [f"albert bf16_model torchscript {o}" for o in range(14, 21)]  # the 2022 group is not today's
+
+
+def test_source_notebook_is_clean_with_parameters_after_imports():
+    import nbformat
+
+    from where223.pipeline import paths
+    from where223.pipeline.notebooks import is_clean
+
+    notebook = nbformat.read(paths.NOTEBOOKS / "07_classes.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert is_clean(notebook)
+    assert "import" in code[0].source and "parameters" in code[1].metadata.get("tags", [])
+
+
+@pytest.mark.slow
+def test_notebook_07_counts_draws_and_explains_from_records(tmp_path):
+    """The notebook on a copy of two committed records: a refused ALBERT and an accepted one; the figure is drawn,
+    the class and its cause printed."""
+    import shutil
+
+    from tests.conftest import run_notebook
+
+    for column, model in (("cpu_bf16_autocast-dynamo", "albert"), ("fp16_model-dynamo", "albert")):
+        source = RECORDS / column / f"{model}.json"
+        if not source.is_file():
+            pytest.skip(f"{source} is not committed yet")
+        target = tmp_path / "records" / "5.24.0" / column / f"{model}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+    executed = run_notebook("07_classes", tmp_path / "out", records_dir=str(tmp_path / "records"))
+    assert (tmp_path / "out" / "classes" / "classes.png").stat().st_size > 5_000
+    text = executed.read_text()
+    assert "LayerNormalization: two types bound" in text and "aten_layer_norm" in text
