@@ -164,3 +164,19 @@ def test_notebook_07_counts_draws_and_explains_from_records(tmp_path):
     assert (tmp_path / "out" / "classes" / "classes.png").stat().st_size > 5_000
     text = executed.read_text()
     assert "LayerNormalization: two types bound" in text and "aten_layer_norm" in text
+
+
+def test_the_other_stack_is_compared_member_by_member():
+    """A today group of two members: one refused alike on the 2022 stack, one accepted there; the control, a group
+    whose members were never run on the other stack, compares nothing."""
+    group = {"stack": "today", "recipe": "bf16_model", "exporter": "torchscript", "operator": "Conv",
+             "kind": "invalid_type", "members": ["a", "b"]}
+    conv = "Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in node (n) is invalid"
+
+    def row(model, outcome, message=None):
+        return {"model_type": model, "outcome": outcome, "ort": {"message": message},
+                "key": {"stack": "project", "recipe": "bf16_model", "exporter": "torchscript"}}
+
+    compared = analysis.stacks_compared(group, [row("a", "type_error", conv), row("b", "accepted")])
+    assert compared == {"stack": "2022", "compared": 2, "alike": ["a"], "differ": {"b": "accepted"}}
+    assert analysis.stacks_compared({**group, "members": ["c"]}, [row("a", "type_error", conv)]) is None

@@ -254,6 +254,30 @@ def opset_span(group: dict[str, Any], scanned: list[dict[str, Any]]) -> dict[str
             "alike_text": _ranges(alike) or "none", "other": dict(sorted(other.items(), key=lambda i: int(i[0])))}
 
 
+def stacks_compared(group: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """For a group's members, what the other stack made of the same model type under the same recipe and exporter:
+    how many were refused alike (same operator and kind), and the others' outcome or class; None when no member
+    was run on the other stack that way."""
+    others = [label for label in STACK_LABELS.values() if label != group["stack"]]
+    found: dict[str, dict[str, Any]] = {}
+    for record in rows:
+        stack, recipe, exporter = column(record)
+        if stack in others and (recipe, exporter) == (group["recipe"], group["exporter"]) and record.get(
+                "model_type") in group["members"]:
+            found[record["model_type"]] = record
+    if not found:
+        return None
+    alike, differ = [], {}
+    for model, record in sorted(found.items()):
+        key = group_key(record)
+        if key is not None and key[:2] == (group["operator"], group["kind"]):
+            alike.append(model)
+        else:
+            there = refusal(record)
+            differ[model] = f"{there['operator']} {there['kind']}" if there else str(record.get("outcome"))
+    return {"stack": others[0], "compared": len(found), "alike": alike, "differ": differ}
+
+
 def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = None,
             scanned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Counts per column and the refusal groups of some records (what `summary.json` holds)."""
@@ -266,7 +290,10 @@ def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = 
         ),
         "columns": [{"stack": c[0], "recipe": c[1], "exporter": c[2]} for c in columns],
         "counts": {column_name(c): counts(r for r in rows if column(r) == c) for c in columns},
-        "groups": [{**group, "opset_span": opset_span(group, scanned or [])} for group in groups(rows)],
+        "groups": [
+            {**group, "opset_span": opset_span(group, scanned or []), "other_stack": stacks_compared(group, rows)}
+            for group in groups(rows)
+        ],
         "timing": {stack: timing([r for r in rows if column(r)[0] == stack], (cells_in_space or {}).get(stack))
                    for stack in sorted({column(r)[0] for r in rows})},
         "driver_environment": environment.describe(),

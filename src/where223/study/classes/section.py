@@ -62,6 +62,17 @@ def _span(span: dict[str, Any] | None) -> str:
         f", otherwise {other}" if other else "")
 
 
+def _other_stack(compared: dict[str, Any] | None) -> str:
+    """What the other stack made of the group's members, in one sentence."""
+    if not compared:
+        return "The other stack: no member was run there with this recipe and exporter."
+    differ = "; ".join(f"{model}: {what}" for model, what in list(compared["differ"].items())[:6])
+    more = len(compared["differ"]) - 6
+    return (f"The {compared['stack']} stack: {len(compared['alike'])} of {compared['compared']} members run there "
+            f"refused alike" + (f", otherwise {differ}" + (f" and {more} more" if more > 0 else "") if differ else "")
+            + ".")
+
+
 def _ranges_text(numbers: list[int]) -> str:
     from where223.study.classes.analysis import _ranges
 
@@ -100,7 +111,8 @@ def section(report: Report) -> None:
         seen.add(name)
         opsets = _span(group.get("opset_span"))
         lines.append(f"- **{name}** ({group['stack']}, {group['recipe']}, {group['exporter']}; "
-                     f"e.g. {group['representative']['model_type']}): {cause(group)} Opsets: {opsets}.")  # fmt: skip
+                     f"e.g. {group['representative']['model_type']}): {cause(group)} Opsets: {opsets}. "
+                     f"{_other_stack(group.get('other_stack'))}")  # fmt: skip
     lines += [
         "",
         "Every group with its members: [appendix](#appendix-refusal-groups). Data: "
