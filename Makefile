@@ -32,7 +32,7 @@ test: setup
 # under .cache/sweep/envs, as a sweep's first cell would build it (the first time: some GB of CUDA wheels from the
 # index). `where223 explain --stack today` and the class sweep use it; .ci/run builds it, so its cell test runs.
 stack-today: setup
-	$(PY) -m where223.sweep.stacks --build today
+	$(PY) -m where223 sweep --space spaces/classes-today.yaml --build
 
 # Bump the graph tools' second environment: every package of `.[graph]` and requirements-graph.in at its newest
 # on the indexes (pip's configuration handed to uv), for Python 3.11; then `make setup` installs it.

@@ -132,3 +132,22 @@ def test_a_space_of_listed_cells_and_its_malformed_control(tmp_path):
     listed.write_text("gpt2 bf16_model dynamo\n")
     with pytest.raises(UsageError, match="is not 'MODEL RECIPE EXPORTER OPSET'"):
         load_space(space)
+
+
+def test_a_listed_space_is_planned_by_its_planner_and_one_without_is_refused(tmp_path, capsys):
+    """`where223 sweep --plan` writes the planner's cells to the space's cells file; the control, a space that
+    names no planner, is one line and exit 2 with nothing written."""
+    from where223.cli import main
+    from where223.study.classes import analysis
+
+    cells = tmp_path / "cells.txt"
+    space = tmp_path / "space.yaml"
+    body = f"study: s\nrecords: 'x/{{model}}.json'\nstacks: [today]\ncells: '@{cells}'\nmodes: [eval]\n"
+    space.write_text(body + "planner: where223.study.classes.analysis\n")
+    assert main(["sweep", "--space", str(space), "--plan"]) == 0
+    lines = [line for line in cells.read_text().splitlines() if not line.startswith("#")]
+    assert lines == analysis.plan() and all(len(line.split()) == 4 for line in lines)
+    cells.unlink()
+    space.write_text(body)
+    assert main(["sweep", "--space", str(space), "--plan"]) == 2 and not cells.exists()
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -123,6 +123,37 @@ class Sweep(Command):
         parser.add_argument(
             "--lock", action="store_true", help="only compile the locks of the space's environments (uv pip compile)"
         )
+        parser.add_argument(
+            "--build", action="store_true", help="only build the space's environments, as a first cell would"
+        )
+        parser.add_argument(
+            "--plan", action="store_true",
+            help="only rewrite a space's listed cells (its `cells: @FILE`) from its planner's plan()",
+        )
+
+    @staticmethod
+    def plan(space_path: Path) -> int:
+        """Write a space's listed cells from its planner (the space names `planner:` and `cells: "@FILE"`)."""
+        import importlib
+
+        import yaml
+
+        from where223.errors import UsageError
+        from where223.pipeline.paths import ROOT
+
+        try:
+            data = yaml.safe_load(Path(space_path).read_text())
+            planner, cells = data["planner"], data["cells"]
+        except (OSError, yaml.YAMLError, KeyError, TypeError) as error:
+            raise UsageError(f"{space_path}: no planner and listed cells ({type(error).__name__}: {error})") from None
+        if not (isinstance(cells, str) and cells.startswith("@")):
+            raise UsageError(f"{space_path}: `cells` is not @FILE, so there is no file to plan")
+        lines = importlib.import_module(str(planner)).plan()
+        target = ROOT / cells[1:]
+        header = f"# MODEL RECIPE EXPORTER OPSET, written by `where223 sweep --space {space_path} --plan` ({planner})"
+        target.write_text("\n".join([header, *lines]) + "\n")
+        say(f"{target}: {len(lines)} cells")
+        return 0
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
@@ -130,7 +161,16 @@ class Sweep(Command):
         from where223.sweep import driver
         from where223.sweep.space import load_space
 
+        if args.plan:
+            return Sweep.plan(args.space)
         space = load_space(args.space)
+        if args.build:
+            from where223.sweep import stacks
+
+            built = [(name, stacks.prepare(stack)) for name, stack in space.stacks.items()]
+            for name, prepared in built:
+                say(f"{name}: {prepared.python or prepared.error}")
+            return 1 if any(prepared.python is None for _, prepared in built) else 0
         if args.lock:
             from where223.sweep import stacks
 

@@ -137,8 +137,10 @@ class BlameResult:
         node = f"{printable(self.node)} ({printable(self.op_type)}){where}"
         if not self.frames:
             return (
-                f"{node} carries no source information: export with "
-                "torch.onnx.export(..., verbose=True) to record the Python stack in doc_string"
+                f"{node} carries no source information: with the TorchScript exporter, export with "
+                "torch.onnx.export(..., verbose=True) to record the Python stack in doc_string; with the dynamo "
+                "exporter, keep its default opset or ask for 18 or above (its stacks live in metadata_props, "
+                "which its conversion to a lower opset drops)"
             )
         shown = self.frames if all_frames else self.model_frames
         lines = [f"{node}, from {printable(self.source)}:"]

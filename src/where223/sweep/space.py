@@ -81,6 +81,8 @@ class Space:
     identity: dict[str, str] = field(default_factory=dict)  # fields every record gets, formatted from its cell
     runner: str | None = None  # the module whose run_cell(key, stack, onnx_path) runs a (non-control) cell
     summary: str | None = None  # the module whose summarize(folder) rewrites the study's summary from its records
+    planner: str | None = None  # for a space of listed cells: the module whose plan() draws them from records
+    cells_file: Path | None = None  # where a space's listed cells lie (`cells: @FILE`)
 
     def record_path(self, cell: Cell, output_root: Path = paths.OUTPUTS) -> Path:
         """Where the record of `cell` lies under `output_root`."""
@@ -103,7 +105,7 @@ class Space:
         if not chosen:
             raise UsageError(f"space {self.name}: no cell matches {json.dumps(patterns)}")
         return Space(self.name, self.study, self.records, self.timeout_s, chosen, self.stacks, self.description,
-                     self.identity, self.runner, self.summary)
+                     self.identity, self.runner, self.summary, self.planner, self.cells_file)
 
 
 def _names(value: Any, what: str, path: Path) -> list[str]:
@@ -219,8 +221,10 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     identity = {str(k): str(v) for k, v in (data.get("identity") or {}).items()}
     runner = _runner(data.get("runner"), axes["model"], path)
     summary = None if data.get("summary") is None else _module(data["summary"], "summary", path)
+    planner = None if data.get("planner") is None else _module(data["planner"], "planner", path)
+    cells_file = paths.ROOT / data["cells"][1:] if isinstance(data.get("cells"), str) else None
     space = Space(path.stem, study, records, timeout_s, cells, resolved, str(data.get("description", "")), identity,
-                  runner, summary)
+                  runner, summary, planner, cells_file)
     paths_seen: dict[Path, Cell] = {}
     for cell in cells:
         target = space.record_path(cell)

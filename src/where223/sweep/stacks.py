@@ -265,23 +265,3 @@ def describe(stack: Stack) -> dict[str, Any]:
     return {"name": stack.name, "environment": stack.environment.name, "python": stack.environment.python,
             "lock": shown, **stack.attributes()}  # fmt: skip
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m where223.sweep.stacks --build NAME ...`: build environments as a sweep's first cell would (under
-    the host lock); one line per environment, exit 1 when one could not be built."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m where223.sweep.stacks", description=main.__doc__)
-    parser.add_argument("--build", nargs="+", required=True, metavar="NAME", help="environments of stacks.yaml")
-    args = parser.parse_args(argv)
-    failed = 0
-    for name in args.build:
-        stack = load_stacks().stack(name)
-        prepared = prepare(stack)
-        print(f"{name}: {prepared.python or prepared.error}", flush=True)
-        failed += prepared.python is None
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

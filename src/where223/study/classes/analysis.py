@@ -329,21 +329,8 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m where223.study.classes.analysis --opset-plan FILE`: write the opset scan's cells (the committed
-    summary's groups' representatives at every opset; `spaces/classes-opsets.yaml` lists them)."""
-    import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m where223.study.classes.analysis", description=main.__doc__)
-    parser.add_argument("--opset-plan", type=Path, required=True, help="the cells file to write")
-    args = parser.parse_args(argv)
-    data = records.read_json(OUT_DIR / SUMMARY)
-    lines = opset_plan(data["groups"])
-    header = "# MODEL RECIPE EXPORTER OPSET: each refusal group's representative at every opset of its exporter\n"
-    args.opset_plan.write_text(header + "\n".join(lines) + "\n")
-    print(f"{args.opset_plan}: {len(lines)} cells")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def plan() -> list[str]:
+    """The opset scan's cells from the committed summary's groups (`planner:` of `spaces/classes-opsets.yaml`;
+    `where223 sweep --space spaces/classes-opsets.yaml --plan` writes them to the space's cells file)."""
+    return opset_plan(records.read_json(OUT_DIR / SUMMARY)["groups"])
