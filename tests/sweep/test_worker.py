@@ -97,3 +97,17 @@ def test_the_status_line_rates_the_cells_it_ran_not_those_it_skipped():
     assert "0.0 cells/min" in progress.line() and "time left unknown" in progress.line()
     progress.add({"outcome": "accepted"})
     assert "1.0 cells/min" in progress.line() and "~1 min left" in progress.line()
+
+
+def test_a_finished_cell_s_huge_work_files_are_removed_and_the_rest_kept(tmp_path):
+    """A cell's export of gigabytes is removed once its record is read; the record and a small model stay (the
+    control). The big file is sparse: it takes no disk."""
+    from where223.sweep import driver
+
+    big, small, record = tmp_path / "model.onnx", tmp_path / "model.log", tmp_path / "record.json"
+    with big.open("wb") as handle:
+        handle.truncate(driver.KEPT_FILE_BYTES + 1)
+    small.write_text("x")
+    record.write_text("{}")
+    driver._trim(tmp_path)
+    assert not big.exists() and small.exists() and record.exists()

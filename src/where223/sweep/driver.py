@@ -44,6 +44,7 @@ SCHEDULER_CONFIG: dict[str, Any] = {
     "distributed.scheduler.worker-saturation": 1.0,
 }
 CONNECT_TIMEOUT_S = 5  # a running scheduler answers in milliseconds
+KEPT_FILE_BYTES = 256 * 2**20  # a cell's work files above this are removed once its record is read (see execute)
 ATTEMPTS = 2  # a cell whose worker died is submitted once more, then recorded `crashed`
 ENGINE_FAILURES = frozenset({Outcome.TIMEOUT, Outcome.CRASHED, Outcome.NOT_RUN})
 
@@ -69,9 +70,19 @@ def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int =
             key, prepared.python, source, work, timeout_s, path=prepared.path, stack=facts, threads=threads,
             runner=runner,
         )
+        _trim(work)
     record.setdefault("stack", facts)
     record["engine"] = {"host": socket.gethostname(), "prepare_s": prepare_s, "threads": threads}
     return record
+
+
+def _trim(work: Path) -> None:
+    """Remove a finished cell's work files above KEPT_FILE_BYTES (a model whose small config is still gigabytes
+    once exported, a verbose export's log): the record has what the sweep measured, and a sweep of thousands of
+    cells otherwise fills the disk (one did: NOTES)."""
+    for path in work.glob("*"):
+        if path.is_file() and path.stat().st_size > KEPT_FILE_BYTES:
+            path.unlink(missing_ok=True)
 
 
 @dataclass
