@@ -14,6 +14,14 @@ from where223.verdicts import NOT_MEASURED
 
 COUNTED = ("attempted", "built", "exported", "judged", "accepted", "missing_kernel", "type_refused",
            "within_tolerance")  # fmt: skip
+HEADERS = ("tried", "built", "exported", "judged", "accepted", "no kernel", "type refused", "within tol.")
+RECIPE_SHORT = {"cpu_bf16_autocast": "autocast", "bf16_model": "bf16", "fp16_model": "fp16"}
+
+
+def _short(column: str) -> str:
+    """`today/cpu_bf16_autocast/dynamo` -> `autocast dynamo`: a table's header within its stack."""
+    _, recipe, exporter = column.split("/")
+    return f"{RECIPE_SHORT.get(recipe, recipe)} {exporter}"
 CODE_LIMIT = 90
 
 
@@ -93,12 +101,20 @@ def section(report: Report) -> None:
         "eager PyTorch under the same recipe (a `missing_kernel` one with its reduced kernels emulated), within "
         "a tolerance of eight spacings of its type, set before the run:",
         "",
-        *markdown.table(["column", *COUNTED], [[c, *(data["counts"][c][k] for k in COUNTED)] for c in columns]),
+        *markdown.table(["stack", "recipe", "exporter", *HEADERS],
+                        [[*c.split("/"), *(data["counts"][c][k] for k in COUNTED)] for c in columns]),
         "",
-        "Classes of refusal (operator: what was broken), model types per column:",
+        "Classes of refusal (operator: what was broken), model types per recipe and exporter, one table per stack:",
         "",
-        *markdown.table(["class", *columns], [[name, *(cells.get((name, c), 0) for c in columns)] for name in classes]),
-        "",
+    ]
+    for stack in dict.fromkeys(c.split("/")[0] for c in columns):
+        mine = [c for c in columns if c.startswith(f"{stack}/")]
+        present = [name for name in classes if any(cells.get((name, c)) for c in mine)]
+        if not present:
+            continue
+        rows = [[name, *(cells.get((name, c), 0) for c in mine)] for name in present]
+        lines += [f"*{stack} stack*", "", *markdown.table(["class", *(_short(c) for c in mine)], rows), ""]
+    lines += [
         "Each class's cause, from one member's evidence (the exporter function that emitted the node, its types "
         "against the schema's constraint, and the eager kernel at the node's source line, recorded below autocast):",
         "",
