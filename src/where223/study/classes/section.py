@@ -32,6 +32,13 @@ def _types(bindings: list[dict[str, Any]] | None, param: str | None) -> str:
     return f" ({', '.join(parts)}" + (f", all bound to `{param}`)" if param else ")")
 
 
+def _kernel_of(op: str, operator: str) -> bool:
+    """Whether an eager ATen kernel (`native_layer_norm`, `where.self`) computes an ONNX operator."""
+    from where223.eager.emitters import same_op
+
+    return same_op(op.split(".")[0].removeprefix("native_"), operator)
+
+
 def cause(group: dict[str, Any]) -> str:
     """One sentence from a group's representative: which exporter function emitted which node from which line,
     with which types, against which constraint, and what eager's kernel at that line was handed."""
@@ -45,7 +52,7 @@ def cause(group: dict[str, Any]) -> str:
     text += _types(item.get("bindings"), constraint.get("type_param"))
     kernels = item.get("eager_kernels") or []
     mixed = next((k for k in kernels if k.get("mixed")), None)
-    kernel = mixed or next((k for k in kernels if group["operator"].lower() in k["op"].replace("_", "")), None)
+    kernel = mixed or next((k for k in kernels if _kernel_of(k["op"], group["operator"])), None)
     kernel = kernel or (kernels[0] if kernels else None)
     if kernel:
         text += (f"; eager `{kernel['op']}` was handed {'/'.join(kernel['inputs'])} and returned "
@@ -115,16 +122,18 @@ def section(report: Report) -> None:
         rows = [[name, *(cells.get((name, c), 0) for c in mine)] for name in present]
         lines += [f"*{stack} stack*", "", *markdown.table(["class", *(_short(c) for c in mine)], rows), ""]
     lines += [
-        "Each class's cause, from one member's evidence (the exporter function that emitted the node, its types "
-        "against the schema's constraint, and the eager kernel at the node's source line, recorded below autocast):",
+        "Each class's cause on each stack, from one member of its largest group (the exporter function that emitted "
+        "the node, its types against the schema's constraint, and the eager kernel at the node's source line, "
+        "recorded below autocast), the opsets its representative was refused alike at (today's stack: scanned from "
+        "14 to the exporter's newest), and what the other stack made of the same members:",
         "",
     ]
-    seen: set[str] = set()
-    for group in data["groups"]:
+    seen: set[tuple[str, str]] = set()
+    for group in data["groups"]:  # each class's largest group on each stack
         name = class_name(group)
-        if name in seen:
+        if (name, group["stack"]) in seen:
             continue
-        seen.add(name)
+        seen.add((name, group["stack"]))
         opsets = _span(group.get("opset_span"))
         lines.append(f"- **{name}** ({group['stack']}, {group['recipe']}, {group['exporter']}; "
                      f"e.g. {group['representative']['model_type']}): {cause(group)} Opsets: {opsets}. "
