@@ -222,7 +222,7 @@ def load_opset_records(out_dir: Path = OUT_DIR) -> list[dict[str, Any]]:
     return [records.read_json(path) for path in sorted((Path(out_dir) / OPSET_RECORDS).glob("*/*/*.json"))]
 
 
-def _ranges(numbers: list[int]) -> str:
+def opset_ranges(numbers: list[int]) -> str:
     """[14, 15, 16, 18] -> '14-16, 18'."""
     parts: list[str] = []
     for number in sorted(numbers):
@@ -251,7 +251,7 @@ def opset_span(group: dict[str, Any], scanned: list[dict[str, Any]]) -> dict[str
             found = refusal(record)
             other[str(opset)] = f"{found['operator']} {found['kind']}" if found else str(record.get("outcome"))
     return {"model_type": model, "scanned": sorted(int(r["key"]["opset"]) for r in mine), "alike": sorted(alike),
-            "alike_text": _ranges(alike) or "none", "other": dict(sorted(other.items(), key=lambda i: int(i[0])))}
+            "alike_text": opset_ranges(alike) or "none", "other": dict(sorted(other.items(), key=lambda i: int(i[0])))}
 
 
 def stacks_compared(group: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:

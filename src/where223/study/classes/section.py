@@ -7,7 +7,7 @@ from typing import Any
 
 from where223 import markdown
 from where223.errors import printable
-from where223.study.classes.analysis import column_name
+from where223.study.classes.analysis import column_name, opset_ranges
 from where223.study.classes.figure import KIND_SHORT, class_name, class_table
 from where223.study.report import Report
 from where223.verdicts import NOT_MEASURED
@@ -73,7 +73,7 @@ def _span(span: dict[str, Any] | None) -> str:
     if not span:
         return NOT_MEASURED
     other = "; ".join(f"{opset}: {what}" for opset, what in span["other"].items())
-    return f"refused alike at {span['alike_text']} (of {_ranges_text(span['scanned'])})" + (
+    return f"refused alike at {span['alike_text']} (of {opset_ranges(span['scanned'])})" + (
         f", otherwise {other}" if other else "")
 
 
@@ -86,12 +86,6 @@ def _other_stack(compared: dict[str, Any] | None) -> str:
     return (f"The {compared['stack']} stack: {len(compared['alike'])} of {compared['compared']} members run there "
             f"refused alike" + (f", otherwise {differ}" + (f" and {more} more" if more > 0 else "") if differ else "")
             + ".")
-
-
-def _ranges_text(numbers: list[int]) -> str:
-    from where223.study.classes.analysis import _ranges
-
-    return _ranges(numbers)
 
 
 def section(report: Report) -> None:
