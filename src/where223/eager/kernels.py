@@ -15,7 +15,7 @@ order; only calls that touch a floating tensor are kept.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,8 +139,3 @@ def record_kernels(
         result = call()
     return result, recorder.table
 
-
-def iter_signatures(table: KernelTable) -> Iterator[tuple[str, Signature]]:
-    for where, signatures in table.lines.items():
-        for signature in signatures:
-            yield where, signature

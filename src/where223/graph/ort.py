@@ -76,7 +76,7 @@ _MISSING_KERNELS = (("NOT_IMPLEMENTED", "Could not find an implementation"), ("F
 ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : (?P<code>\w+) : ")
 LOAD_PREFIX = re.compile(r"^Load model from \S+ failed:\s*")
 # the innermost "(op_type:X, node name: Y): text" of its nested shape-inference errors,
-INFERENCE = re.compile(r"\(op_type:(?P<op>\w+), node name: [^)]*\): (?:\[\w+\] )?")
+INFERENCE = re.compile(r"\(op_type:(?P<op>\w+), node name: (?P<node>[^)]*)\): (?:\[\w+\] )?")
 UNSUPPORTED = re.compile(r"unsupported type: tensor\((?P<type>\w+)\)")
 # a type its graph check does not allow,
 INVALID_TYPE = re.compile(

@@ -273,8 +273,9 @@ def flat_tensors(output: Any) -> list[Any]:
     return []
 
 
-def positional(model: Any, names: Sequence[str]) -> Any:
-    """`model` as a module called with tensors in `names` order that returns a flat tuple of tensors."""
+def positional(model: Any, names: Sequence[str], by_keyword: bool = True) -> Any:
+    """`model` as a module called with tensors in `names` order that returns a flat tuple of tensors; the tensors
+    are passed to `model` by those names, or as they come (`by_keyword=False`)."""
     import torch
 
     class Positional(torch.nn.Module):
@@ -283,6 +284,8 @@ def positional(model: Any, names: Sequence[str]) -> Any:
             self.model = model
 
         def forward(self, *tensors: Any) -> tuple[Any, ...]:
+            if not by_keyword:
+                return tuple(flat_tensors(self.model(*tensors)))
             return tuple(flat_tensors(self.model(**dict(zip(names, tensors, strict=True)))))
 
     return Positional()
@@ -520,12 +523,13 @@ def run(
         return record
     record["exported"] = True
     record["onnx_bytes"] = onnx_path.stat().st_size
-    _judge(record, timed, onnx_path)
+    judge_into(record, timed, onnx_path)
     _diagnose(record, timed, module, inputs, onnx_path, recipe)
     return record
 
 
-def _judge(record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any], onnx_path: Path) -> None:
+def judge_into(record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any], onnx_path: Path) -> None:
+    """ONNX Runtime's verdict on the exported file, timed, into the record: `judged`, `outcome` and `ort`."""
     from where223.graph.ort import judge
 
     judgement = timed("judge", lambda: judge(onnx_path))

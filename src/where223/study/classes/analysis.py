@@ -16,12 +16,12 @@ function that emitted it.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from where223.graph import ort
 from where223.outcomes import Outcome
 from where223.pipeline import environment, paths, portable, publish, records
 from where223.sweep.worker import now
@@ -32,12 +32,6 @@ STACK_LABELS: dict[str, str] = {"project": "2022", "today": "today"}  # in the w
 RECIPE_ORDER = ("cpu_bf16_autocast", "bf16_model", "fp16_model")
 EXPORTER_ORDER = ("torchscript", "dynamo")
 TYPE_REFUSALS = frozenset({Outcome.TYPE_ERROR, Outcome.WHERE_TYPE_ERROR})
-_INVALID_TYPE = re.compile(r"Type '(?P<type>[^']+)' of (?:input|output) parameter \((?P<value>[^)]*)\) of operator "
-                           r"\((?P<op>[^)]+)\) in node \((?P<node>[^)]*)\)")
-_BOUND = re.compile(r"Optype \((?P<op>[^)]+)\) bound to different types")
-_UNSUPPORTED = re.compile(
-    r"op_type:(?P<op>\w+), node name: (?P<node>[^)]*)\): .*unsupported type: (?P<type>tensor\(\w+\))"
-)
 
 
 def load_records(out_dir: Path = OUT_DIR) -> list[dict[str, Any]]:
@@ -101,15 +95,15 @@ def refusal(record: dict[str, Any]) -> dict[str, Any] | None:
     if binding:
         return {"operator": binding["op_type"], "kind": "type_binding_conflict", "node": binding.get("node"),
                 "types": sorted(binding.get("bound_types") or [])}  # fmt: skip
-    invalid = _INVALID_TYPE.search(message)
+    invalid = ort.INVALID_TYPE.search(message)
     if invalid:
-        return {"operator": invalid["op"], "kind": "invalid_type", "node": invalid["node"], "types": [invalid["type"]]}
-    unsupported = _UNSUPPORTED.search(message)
-    if unsupported:
-        return {"operator": unsupported["op"], "kind": "type_not_allowed", "node": unsupported["node"],
-                "types": [unsupported["type"]]}  # fmt: skip
-    bound = _BOUND.search(message)
-    return {"operator": bound["op"] if bound else "?", "kind": "type_error", "node": None, "types": []}
+        return {"operator": invalid["op"], "kind": "invalid_type", "node": ort.refused_node(message),
+                "types": [f"tensor({invalid['type']})"]}  # fmt: skip
+    unsupported, inference = ort.UNSUPPORTED.search(message), ort.INFERENCE.search(message)
+    if unsupported and inference:
+        return {"operator": inference["op"], "kind": "type_not_allowed", "node": inference["node"],
+                "types": [f"tensor({unsupported['type']})"]}  # fmt: skip
+    return {"operator": ort.refused_operator(message) or "?", "kind": "type_error", "node": None, "types": []}
 
 
 def _lint_finding(record: dict[str, Any], node: str | None) -> dict[str, Any] | None:
@@ -305,19 +299,10 @@ SPACES = {"today": "classes-today.yaml", "2022": "classes-2022.yaml"}
 
 
 def space_sizes() -> dict[str, int]:
-    """How many cells each stack's space holds (its models times recipes times exporters), read from the space
-    files without the sweep engine."""
-    import yaml
+    """How many cells each stack's space holds, as the sweep engine reads the space files (no torch)."""
+    from where223.sweep.space import load_space
 
-    sizes = {}
-    for stack, name in SPACES.items():
-        data = yaml.safe_load((paths.ROOT / "spaces" / name).read_text())
-        models = data["models"]
-        if isinstance(models, str) and models.startswith("@"):
-            lines = (paths.ROOT / models[1:]).read_text().splitlines()
-            models = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-        sizes[stack] = len(models) * len(data["recipes"]) * len(data["exporters"])
-    return sizes
+    return {stack: len(load_space(paths.ROOT / "spaces" / name).cells) for stack, name in SPACES.items()}
 
 
 def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:

@@ -81,25 +81,6 @@ def _module_and_inputs(factory: str, inputs: str | None) -> tuple[Any, dict[str,
     return module, _as_named(example), isinstance(example, dict)
 
 
-def _positional(module: Any, names: list[str], by_keyword: bool) -> Any:
-    import torch
-
-    from where223.study.architectures.run import flat_tensors, positional
-
-    if by_keyword:
-        return positional(module, names)
-
-    class Positional(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = module
-
-        def forward(self, *tensors: Any) -> tuple[Any, ...]:
-            return tuple(flat_tensors(self.model(*tensors)))
-
-    return Positional()
-
-
 def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dict[str, Any]:
     """The cell entry (`--runner where223.study.classes.explain`): a factory's module or a model type, in this
     interpreter."""
@@ -121,7 +102,9 @@ def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dic
         }  # fmt: skip
         timed = functools.partial(time_stage, record)
         module, inputs, by_keyword = _module_and_inputs(key["factory"], key.get("inputs"))
-        wrapped = _positional(module, list(inputs), by_keyword)
+        from where223.study.architectures.run import positional
+
+        wrapped = positional(module, list(inputs), by_keyword)
         record = explain_module(record, timed, wrapped, inputs, onnx_path, recipe, exporter, opset, mode)
     else:
         import transformers

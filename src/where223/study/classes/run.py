@@ -38,10 +38,10 @@ from where223.study.architectures.run import (
     build_and_feed,
     export_module,
     flat_tensors,
+    judge_into,
     lint_findings,
     positional,
 )
-from where223.study.architectures.run import _judge as judge_into
 from where223.sweep.exporters import NotApplicable
 from where223.sweep.recipes import RECIPES, Recipe
 from where223.sweep.stages import describe_error, time_stage, warning_lines
