@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from where223.pipeline.paths import OUTPUTS
-from where223.study.classes import analysis
+from where223.study.classes import analysis, section
 from where223.study.classes.run import compare_outputs, tolerance
 
 RECORDS = OUTPUTS / "classes" / "5.24.0"
@@ -105,9 +105,10 @@ def test_electra_under_autocast_is_explained_as_readme_says():
     assert item["emitter"]["function"].endswith("aten_layer_norm")
 
 
-def _scanned(model: str, opset: int, outcome: str, message: str | None = None) -> dict:
+def _scanned(model: str, opset: int, outcome: str, message: str | None = None, exported: int | None = None) -> dict:
     return {"model_type": model, "key": {"stack": "today", "recipe": "bf16_model", "exporter": "dynamo",
-                                         "opset": opset}, "outcome": outcome, "ort": {"message": message}}
+                                         "opset": opset}, "outcome": outcome, "ort": {"message": message},
+            "onnx_opset": opset if exported is None else exported}
 
 
 def test_an_opset_span_says_where_the_group_holds_and_what_else_happens():
@@ -115,12 +116,16 @@ def test_an_opset_span_says_where_the_group_holds_and_what_else_happens():
     representative that was not scanned, has no span."""
     conv = ("Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in node (n) is invalid")
     group = {"representative": {"model_type": "m"}, "stack": "today", "recipe": "bf16_model", "exporter": "dynamo",
-             "operator": "Conv", "kind": "invalid_type"}
+             "operator": "Conv", "kind": "invalid_type", "members": ["m"]}
     other = "Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Mul) in node (k) is invalid"
     scanned = [_scanned("m", o, "type_error", conv) for o in (14, 15, 16, 18)]
     scanned += [_scanned("m", 17, "missing_kernel"), _scanned("m", 19, "type_error", other)]
     span = analysis.opset_span(group, scanned)
     assert span["alike_text"] == "14-16, 18" and span["other"] == {"17": "missing_kernel", "19": "Mul invalid_type"}
+    # the control: asked for 15, the exporter kept opset 18; refused alike there, but not at 15
+    scanned[1] = _scanned("m", 15, "type_error", conv, exported=18)
+    span = analysis.opset_span(group, scanned)
+    assert span["alike_text"] == "14, 16, 18" and span["other"]["15"] == "exported at opset 18"
     assert analysis.opset_span({**group, "representative": {"model_type": "unscanned"}}, scanned) is None
 
 
@@ -129,8 +134,45 @@ def test_the_opset_plan_lists_each_representative_at_every_opset_of_its_exporter
                 "representative": {"model_type": "albert"}},
                {"stack": "2022", "recipe": "bf16_model", "exporter": "torchscript",
                 "representative": {"model_type": "bert"}}]
-    plan = analysis.opset_plan(groups_)
+    plan = analysis.opset_plan(groups_, "today")
     assert plan == [f"albert bf16_model torchscript {o}" for o in range(14, 21)]  # the 2022 group is not today's
+    assert analysis.opset_plan(groups_, "2022") == [f"bert bf16_model torchscript {o}" for o in range(14, 20)]
+
+
+def test_boundaries_are_the_opsets_either_side_of_a_change():
+    assert analysis.boundaries(list(range(14, 21)), list(range(15, 21))) == [14, 15]
+    assert analysis.boundaries(list(range(14, 24)), list(range(14, 22))) == [21, 22]
+    assert analysis.boundaries([14, 15, 16, 17], [14, 16]) == [14, 15, 16, 17]  # the control: it comes and goes
+    assert analysis.boundaries(list(range(14, 21)), list(range(14, 21))) == []  # refused everywhere: no edge
+
+
+def test_every_member_is_judged_at_the_boundaries_and_the_unscanned_are_named():
+    """The representative m is refused alike at 15-17 and at 14 for Pow; member a is alike at 15 and at 14 for
+    Pow, member b is accepted at 15 (the control: a member that does not follow its representative), member c was
+    not scanned at 14."""
+    mul = "Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Mul) in node (n) is invalid"
+    pow_ = "Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Pow) in node (n) is invalid"
+    group = {"representative": {"model_type": "m"}, "stack": "today", "recipe": "bf16_model", "exporter": "dynamo",
+             "operator": "Mul", "kind": "invalid_type", "members": ["a", "b", "c", "m"]}
+    scanned = [_scanned("m", 14, "type_error", pow_)] + [_scanned("m", o, "type_error", mul) for o in (15, 16, 17)]
+    scanned += [_scanned("a", 14, "type_error", pow_), _scanned("a", 15, "type_error", mul),
+                _scanned("b", 14, "type_error", pow_), _scanned("b", 15, "accepted"),
+                _scanned("c", 15, "type_error", mul)]
+    span = analysis.opset_span(group, scanned)
+    assert span["alike_text"] == "15-17" and list(span["boundaries"]) == ["14", "15"]
+    at_14, at_15 = span["boundaries"]["14"], span["boundaries"]["15"]
+    assert at_14["alike"] == [] and at_14["differ"] == {"a": "Pow invalid_type", "b": "Pow invalid_type",
+                                                         "m": "Pow invalid_type"}
+    assert at_14["not_scanned"] == ["c"]
+    assert at_15["alike"] == ["a", "c", "m"] and at_15["differ"] == {"b": "accepted"} and at_15["not_scanned"] == []
+    plan = analysis.opset_plan([{**group, "opset_span": span}], "today")
+    assert plan[:4] == [f"m bf16_model dynamo {o}" for o in (14, 15, 16, 17)]
+    assert set(plan[10:]) == {f"{x} bf16_model dynamo {o}" for x in "abc" for o in (14, 15)}
+    assert len(plan) == len(set(plan)) == 10 + 6  # m at 14-23 once, a, b and c at the two boundaries
+    text = section.span_text(span)
+    assert "at 14 0 of 4 members alike, 3 Pow invalid_type, 1 not scanned" in text
+    assert "at 15 3 of 4 members alike, 1 accepted" in text
+    assert section.span_text({**span, "boundaries": {}}).endswith("so no opset scanned is a boundary")
 
 
 def test_source_notebook_is_clean_with_parameters_after_imports():
@@ -160,10 +202,18 @@ def test_notebook_07_counts_draws_and_explains_from_records(tmp_path):
         target = tmp_path / "records" / "5.24.0" / column / f"{model}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)
+    scans = sorted((RECORDS.parent / "opsets" / "5.24.0" / "cpu_bf16_autocast-dynamo").glob("albert-*.json"))
+    if len(scans) < 10:
+        pytest.skip("the opset scan of albert is not committed yet")
+    for source in scans:
+        target = tmp_path / "records" / "opsets" / "5.24.0" / "cpu_bf16_autocast-dynamo" / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
     executed = run_notebook("07_classes", tmp_path / "out", records_dir=str(tmp_path / "records"))
     assert (tmp_path / "out" / "classes" / "classes.png").stat().st_size > 5_000
     text = executed.read_text()
     assert "LayerNormalization: two types bound" in text and "aten_layer_norm" in text
+    assert "refused alike at 17-23 (of 14-23), otherwise 14: exported at opset 18" in text  # the scan's span
 
 
 def test_the_other_stack_is_compared_member_by_member():
@@ -180,3 +230,32 @@ def test_the_other_stack_is_compared_member_by_member():
     compared = analysis.stacks_compared(group, [row("a", "type_error", conv), row("b", "accepted")])
     assert compared == {"stack": "2022", "compared": 2, "alike": ["a"], "differ": {"b": "accepted"}}
     assert analysis.stacks_compared({**group, "members": ["c"]}, [row("a", "type_error", conv)]) is None
+
+
+def test_blames_dynamo_advice_holds_on_the_opset_scans_real_exports():
+    """graph.blame's advice for a dynamo export without stacks (keep opset 18 or above) against the committed
+    exports: every blamed dynamo graph at 18 or above names a source line, every one converted below 18 names none;
+    the control is the scan's cells asked for an opset below 18 whose conversion failed (kept at 18): they do."""
+    from where223.graph.blame import NO_SOURCE_ADVICE
+
+    assert "18 or above" in NO_SOURCE_ADVICE and "verbose=True" in NO_SOURCE_ADVICE
+    blamed = [r for r in analysis.load_records() + analysis.load_opset_records()
+              if r["key"]["exporter"] == "dynamo" and r.get("blame")]
+    with_source = {id(r) for r in blamed if any(b.get("source") for b in r["blame"])}
+    converted = [r for r in blamed if r["onnx_opset"] < 18]
+    kept = [r for r in blamed if r["onnx_opset"] >= 18]
+    assert converted and all(id(r) not in with_source for r in converted)
+    assert kept and all(id(r) in with_source for r in kept)
+    assert any(r["key"]["opset"] != "auto" and int(r["key"]["opset"]) < 18 for r in kept)  # asked low, kept 18
+
+
+def test_the_committed_records_say_where_the_two_stacks_differ_member_by_member():
+    """On the committed records: bf16 Conv under autocast with TorchScript is refused alike on both stacks (CLIP is
+    a member on each), while the SDPA `Mul` group of today's TorchScript exporter is today's alone: ALBERT, refused
+    there today, had no such node in 2022 (no SDPA), where its bf16 graph loaded with missing kernels."""
+    summary = analysis.summary(analysis.load_records())
+    found = {(g["operator"], g["exporter"], g["recipe"], g["stack"]): g for g in summary["groups"]}
+    conv = found[("Conv", "torchscript", "cpu_bf16_autocast", "today")]["other_stack"]
+    assert conv["stack"] == "2022" and "clip" in conv["alike"] and "clip" not in conv["differ"]
+    mul = found[("Mul", "torchscript", "bf16_model", "today")]["other_stack"]
+    assert "albert" not in mul["alike"] and mul["differ"]["albert"] == "missing_kernel"

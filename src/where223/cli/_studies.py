@@ -148,7 +148,7 @@ class Sweep(Command):
             raise UsageError(f"{space_path}: no planner and listed cells ({type(error).__name__}: {error})") from None
         if not (isinstance(cells, str) and cells.startswith("@")):
             raise UsageError(f"{space_path}: `cells` is not @FILE, so there is no file to plan")
-        lines = importlib.import_module(str(planner)).plan()
+        lines = importlib.import_module(str(planner)).plan(list(data.get("stacks") or []))
         target = ROOT / cells[1:]
         header = f"# MODEL RECIPE EXPORTER OPSET, written by `where223 sweep --space {space_path} --plan` ({planner})"
         target.write_text("\n".join([header, *lines]) + "\n")

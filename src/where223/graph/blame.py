@@ -35,6 +35,15 @@ _MACHINERY = re.compile(r"(^|[/\\])torch[/\\](jit|onnx)[/\\]")
 # nn.Module.__call__ plumbing between a module's forward and its caller
 _PLUMBING = re.compile(r"(^|[/\\])torch[/\\]nn[/\\]modules[/\\]module\.py$")
 OUTSIDE_ROOTS = "source not shown: outside the known roots"
+# What to do when an export carries no Python stacks (the one home of this advice; `where223 explain` quotes it).
+# The dynamo half is checked against real exports by tests/study/test_classes.py: today's dynamo exporter keeps
+# stacks at opset 18 and above and drops them when it converts down (its conversion fails, keeping opset 18 and
+# the stacks, for graphs with an operator newer than the target).
+NO_SOURCE_ADVICE = (
+    "with the TorchScript exporter, export with torch.onnx.export(..., verbose=True) to record the Python stack in "
+    "doc_string; with the dynamo exporter, keep its default opset or ask for 18 or above (its stacks live in "
+    "metadata_props, which its conversion to a lower opset drops)"
+)
 # the checkout where223 runs from: src/where223/graph/blame.py -> the folder holding pyproject.toml
 _REPOSITORY = Path(__file__).resolve().parents[3]
 
@@ -136,12 +145,7 @@ class BlameResult:
         where = f" in subgraph {printable(self.subgraph)}" if self.subgraph else ""
         node = f"{printable(self.node)} ({printable(self.op_type)}){where}"
         if not self.frames:
-            return (
-                f"{node} carries no source information: with the TorchScript exporter, export with "
-                "torch.onnx.export(..., verbose=True) to record the Python stack in doc_string; with the dynamo "
-                "exporter, keep its default opset or ask for 18 or above (its stacks live in metadata_props, "
-                "which its conversion to a lower opset drops)"
-            )
+            return f"{node} carries no source information: {NO_SOURCE_ADVICE}"
         shown = self.frames if all_frames else self.model_frames
         lines = [f"{node}, from {printable(self.source)}:"]
         for frame in shown:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -191,20 +192,28 @@ def timing(rows: list[dict[str, Any]], cells_in_space: int | None = None) -> dic
 
 
 # The opsets each exporter of today's torch supports from 14 on (torch.onnx._constants: the TorchScript
-# exporter's newest is 20, the dynamo exporter's 23; below 18 the dynamo exporter converts its graph down).
-OPSETS: dict[str, tuple[int, ...]] = {"torchscript": tuple(range(14, 21)), "dynamo": tuple(range(14, 24))}
+# exporter's newest is 20, the dynamo exporter's 23; below 18 the dynamo exporter converts its graph down, and keeps
+# opset 18 when the conversion fails, as it does for an operator newer than the target: `_converted`).
+# torch 2.1.2's TorchScript exporter (the 2022 stack) goes to 19.
+OPSETS: dict[tuple[str, str], tuple[int, ...]] = {
+    ("today", "torchscript"): tuple(range(14, 21)), ("today", "dynamo"): tuple(range(14, 24)),
+    ("2022", "torchscript"): tuple(range(14, 20)),
+}
 OPSET_RECORDS = "opsets"  # classes/opsets/<release>/<recipe>-<exporter>/<model>-<opset>.json
 
 
-def opset_plan(groups_: list[dict[str, Any]], stack: str = "today") -> list[str]:
-    """The opset scan's cells: each group's representative at every opset its exporter supports from 14 on, as
-    `MODEL RECIPE EXPORTER OPSET` lines (a representative shared by groups is listed once)."""
+def opset_plan(groups_: list[dict[str, Any]], stack: str) -> list[str]:
+    """The opset scan's cells, as `MODEL RECIPE EXPORTER OPSET` lines, each listed once: each group's representative
+    at every opset its exporter supports from 14 on, and, once the representative is scanned, every member at the
+    opsets on either side of each place the group appears or disappears (`boundaries`)."""
     lines: list[str] = []
     for group in groups_:
         if group["stack"] != stack:
             continue
-        model = group["representative"]["model_type"]
-        for opset in OPSETS[group["exporter"]]:
+        cells = [(group["representative"]["model_type"], o) for o in OPSETS[stack, group["exporter"]]]
+        span = group.get("opset_span") or {}
+        cells += [(member, int(o)) for o in span.get("boundaries", {}) for member in group["members"]]
+        for model, opset in cells:
             line = f"{model} {group['recipe']} {group['exporter']} {opset}"
             if line not in lines:
                 lines.append(line)
@@ -227,25 +236,61 @@ def opset_ranges(numbers: list[int]) -> str:
     return ", ".join(parts)
 
 
+def _alike(record: dict[str, Any], group: dict[str, Any]) -> bool:
+    """Whether a record is refused as the group is (same operator and kind)."""
+    key = group_key(record)
+    return key is not None and key[:2] == (group["operator"], group["kind"])
+
+
+def _converted(record: dict[str, Any], opset: int) -> bool:
+    """Whether a scanned record's model is at the opset asked for (or none was exported): below 18 today's dynamo
+    exporter converts its opset-18 graph down, and keeps 18 when the conversion fails."""
+    return record.get("onnx_opset") in (None, opset)
+
+
+def _what(record: dict[str, Any], opset: int | None = None) -> str:
+    """A record's class (`Mul invalid_type`) or, when it was not type-refused, its outcome; for a scanned record
+    whose model is not at the opset asked for, the opset it was exported at."""
+    if opset is not None and not _converted(record, opset):
+        return f"exported at opset {record['onnx_opset']}"
+    found = refusal(record)
+    return f"{found['operator']} {found['kind']}" if found else str(record.get("outcome"))
+
+
+def boundaries(scanned: list[int], alike: list[int]) -> list[int]:
+    """The opsets on either side of each place a group appears or disappears: adjacent scanned opsets of which one
+    was refused alike and the other not ([14..20] scanned, alike at 15-20 -> [14, 15]; alike everywhere -> [])."""
+    edges: set[int] = set()
+    for low, high in pairwise(sorted(scanned)):
+        if (low in alike) != (high in alike):
+            edges |= {low, high}
+    return sorted(edges)
+
+
 def opset_span(group: dict[str, Any], scanned: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Where a group's representative is refused alike (same operator and kind) across the opsets scanned, and
-    what it is at the others; None when it was not scanned."""
+    """Where a group's representative is refused alike (same operator and kind) across the opsets scanned, what it
+    is at the others, and what every member is at the `boundaries` (alike, otherwise, or not scanned yet); None when
+    the representative was not scanned."""
     model = group["representative"]["model_type"]
-    mine = [r for r in scanned if r.get("model_type") == model and column(r) == (group["stack"], group["recipe"],
-                                                                                   group["exporter"])]
+    col = (group["stack"], group["recipe"], group["exporter"])
+    by_cell = {(r.get("model_type"), int(r["key"]["opset"])): r for r in scanned if column(r) == col}
+    mine = {opset: record for (name, opset), record in by_cell.items() if name == model}
     if not mine:
         return None
-    alike, other = [], {}
-    for record in mine:
-        opset = int(record["key"]["opset"])
-        key = group_key(record)
-        if key is not None and key[:2] == (group["operator"], group["kind"]):
-            alike.append(opset)
-        else:
-            found = refusal(record)
-            other[str(opset)] = f"{found['operator']} {found['kind']}" if found else str(record.get("outcome"))
-    return {"model_type": model, "scanned": sorted(int(r["key"]["opset"]) for r in mine), "alike": sorted(alike),
-            "alike_text": opset_ranges(alike) or "none", "other": dict(sorted(other.items(), key=lambda i: int(i[0])))}
+    honest = [opset for opset, record in mine.items() if _converted(record, opset)]
+    alike = sorted(opset for opset in honest if _alike(mine[opset], group))
+    other = {str(opset): _what(record, opset) for opset, record in sorted(mine.items()) if opset not in alike}
+    at_edges: dict[str, dict[str, Any]] = {}
+    for opset in boundaries(honest, alike):
+        found = {member: by_cell[(member, opset)] for member in group["members"] if (member, opset) in by_cell}
+        same = sorted(m for m, r in found.items() if _converted(r, opset) and _alike(r, group))
+        at_edges[str(opset)] = {
+            "members": len(group["members"]), "alike": same,
+            "differ": {m: _what(r, opset) for m, r in sorted(found.items()) if m not in same},
+            "not_scanned": sorted(set(group["members"]) - set(found)),
+        }
+    return {"model_type": model, "scanned": sorted(mine), "alike": alike, "alike_text": opset_ranges(alike) or "none",
+            "other": other, "boundaries": at_edges}
 
 
 def stacks_compared(group: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -261,14 +306,8 @@ def stacks_compared(group: dict[str, Any], rows: list[dict[str, Any]]) -> dict[s
             found[record["model_type"]] = record
     if not found:
         return None
-    alike, differ = [], {}
-    for model, record in sorted(found.items()):
-        key = group_key(record)
-        if key is not None and key[:2] == (group["operator"], group["kind"]):
-            alike.append(model)
-        else:
-            there = refusal(record)
-            differ[model] = f"{there['operator']} {there['kind']}" if there else str(record.get("outcome"))
+    alike = [model for model, record in sorted(found.items()) if _alike(record, group)]
+    differ = {model: _what(record) for model, record in sorted(found.items()) if not _alike(record, group)}
     return {"stack": others[0], "compared": len(found), "alike": alike, "differ": differ}
 
 
@@ -315,7 +354,9 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
 
 
 
-def plan() -> list[str]:
-    """The opset scan's cells from the committed summary's groups (`planner:` of `spaces/classes-opsets.yaml`;
-    `where223 sweep --space spaces/classes-opsets.yaml --plan` writes them to the space's cells file)."""
-    return opset_plan(records.read_json(OUT_DIR / SUMMARY)["groups"])
+def plan(stacks: list[str]) -> list[str]:
+    """The opset scan's cells for a space's stacks (`today`, `project`) from the committed summary's groups
+    (`planner:` of `spaces/classes-opsets*.yaml`; `where223 sweep --space ... --plan` writes them to the space's
+    cells file)."""
+    groups_ = records.read_json(OUT_DIR / SUMMARY)["groups"]
+    return [line for stack in stacks for line in opset_plan(groups_, STACK_LABELS.get(stack, stack))]

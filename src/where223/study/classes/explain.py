@@ -29,17 +29,14 @@ from typing import Any
 
 from where223 import markdown
 from where223.errors import UsageError, printable
+from where223.graph.blame import NO_SOURCE_ADVICE
 from where223.outcomes import Outcome
 from where223.sweep.recipes import RECIPES
 from where223.sweep.stages import time_stage
 
 RUNNER = "where223.study.classes.explain"
 REFUSED = frozenset({Outcome.TYPE_ERROR, Outcome.WHERE_TYPE_ERROR})
-NO_STACKS = (
-    "the export carries no Python stacks, so no node can be blamed: with the TorchScript exporter pass "
-    "`verbose=True` (stacks in doc strings); with the dynamo exporter keep its default opset or one of 18 or "
-    "above, as torch.onnx's conversion to a lower opset drops the nodes' metadata_props"
-)
+NO_STACKS = f"the export carries no Python stacks, so no node can be blamed: {NO_SOURCE_ADVICE}"
 
 
 def load_callable(spec: str) -> Any:

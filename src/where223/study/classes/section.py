@@ -3,6 +3,7 @@ refusal group."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from where223 import markdown
@@ -68,13 +69,25 @@ def cause(group: dict[str, Any]) -> str:
     return text + "."
 
 
-def _span(span: dict[str, Any] | None) -> str:
+def span_text(span: dict[str, Any] | None) -> str:
     """A group's opset span as the write-up says it: where its representative is refused alike, and otherwise."""
     if not span:
         return NOT_MEASURED
     other = "; ".join(f"{opset}: {what}" for opset, what in span["other"].items())
-    return f"refused alike at {span['alike_text']} (of {opset_ranges(span['scanned'])})" + (
+    text = f"refused alike at {span['alike_text']} (of {opset_ranges(span['scanned'])})" + (
         f", otherwise {other}" if other else "")
+    edges = span.get("boundaries") or {}
+    if not edges:
+        return text + ", so no opset scanned is a boundary"
+    said = []
+    for opset, found in edges.items():
+        differ = Counter(found["differ"].values()).most_common(3)
+        part = f"at {opset} {len(found['alike'])} of {found['members']} members alike"
+        part += "".join(f", {n} {what}" for what, n in differ)
+        if found["not_scanned"]:
+            part += f", {len(found['not_scanned'])} not scanned"
+        said.append(part)
+    return text + "; where it appears or disappears, " + "; ".join(said)
 
 
 def _other_stack(compared: dict[str, Any] | None) -> str:
@@ -118,8 +131,10 @@ def section(report: Report) -> None:
     lines += [
         "Each class's cause on each stack, from one member of its largest group (the exporter function that emitted "
         "the node, its types against the schema's constraint, and the eager kernel at the node's source line, "
-        "recorded below autocast), the opsets its representative was refused alike at (today's stack: scanned from "
-        "14 to the exporter's newest), and what the other stack made of the same members:",
+        "recorded below autocast), the opsets its representative was refused alike at (scanned from 14 to the "
+        "exporter's newest; an opset the dynamo exporter could not convert to, keeping 18, does not count), what "
+        "every member was at the opsets either side of where the group appears or disappears, and what the other "
+        "stack made of the same members:",
         "",
     ]
     seen: set[tuple[str, str]] = set()
@@ -128,7 +143,7 @@ def section(report: Report) -> None:
         if (name, group["stack"]) in seen:
             continue
         seen.add((name, group["stack"]))
-        opsets = _span(group.get("opset_span"))
+        opsets = span_text(group.get("opset_span"))
         lines.append(f"- **{name}** ({group['stack']}, {group['recipe']}, {group['exporter']}; "
                      f"e.g. {group['representative']['model_type']}): {cause(group)} Opsets: {opsets}. "
                      f"{_other_stack(group.get('other_stack'))}")  # fmt: skip
