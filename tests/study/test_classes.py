@@ -137,6 +137,9 @@ def test_the_opset_plan_lists_each_representative_at_every_opset_of_its_exporter
     plan = analysis.opset_plan(groups_, "today")
     assert plan == [f"albert bf16_model torchscript {o}" for o in range(14, 21)]  # the 2022 group is not today's
     assert analysis.opset_plan(groups_, "2022") == [f"bert bf16_model torchscript {o}" for o in range(14, 20)]
+    assert (plan[0], plan[-1]) == ("albert bf16_model torchscript 14", "albert bf16_model torchscript 20")
+    assert analysis.OPSETS[("today", "dynamo")][0] == 14 and analysis.OPSETS[("today", "dynamo")][-1] == 23
+    assert analysis.OPSETS[("2022", "torchscript")][-1] == 19  # torch 2.1.2's newest
 
 
 def test_boundaries_are_the_opsets_either_side_of_a_change():
