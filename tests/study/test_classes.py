@@ -262,3 +262,23 @@ def test_the_committed_records_say_where_the_two_stacks_differ_member_by_member(
     assert conv["stack"] == "2022" and "clip" in conv["alike"] and "clip" not in conv["differ"]
     mul = found[("Mul", "torchscript", "bf16_model", "today")]["other_stack"]
     assert "albert" not in mul["alike"] and mul["differ"]["albert"] == "missing_kernel"
+
+
+def test_the_appendix_gives_every_group_its_members_cause_and_opsets(tmp_path):
+    """Every group of a summary gets one appendix line with its members, a cause sentence and its opset span (or
+    "not measured"); the control, a group whose representative was never scanned, says so rather than a span."""
+    from where223.study.report import Report
+    from where223.verdicts import NOT_MEASURED
+
+    written = analysis.summary(analysis.load_records(), scanned=analysis.load_opset_records())
+    written["groups"][-1]["opset_span"] = None  # the control: as if its representative had not been scanned
+    (tmp_path / "classes").mkdir()
+    (tmp_path / "classes" / "summary.json").write_text(json.dumps(written))
+    report = Report(tmp_path, [])
+    section.appendix(report)
+    lines = [line for line in report.text().splitlines() if line.startswith("- ")]
+    assert len(lines) == len(written["groups"]) and all("Cause (e.g. " in line for line in lines)
+    for line, group in zip(lines, written["groups"], strict=True):
+        assert f"{group['size']} — {', '.join(group['members'])}. " in line
+        assert f"Opsets: {section.span_text(group['opset_span'])}." in line
+    assert any(g["opset_span"] for g in written["groups"]) and f"Opsets: {NOT_MEASURED}." in lines[-1]

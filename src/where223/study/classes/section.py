@@ -160,11 +160,14 @@ def section(report: Report) -> None:
 
 
 def appendix(report: Report) -> None:
-    """The appendix: every refusal group with its members."""
+    """The appendix: every refusal group with its members, its cause (from its representative's evidence), its opset
+    span and what the other stack made of its members."""
     data = report.json("classes/summary.json")
     lines = ["## Appendix: refusal groups", ""]
     for group in data["groups"]:
         kind = KIND_SHORT.get(group["kind"], group["kind"])
         lines.append(f"- {group['operator']} ({kind}), {group['exporter']}, {group['recipe']}, {group['stack']}: "
-                     f"{group['size']} — {', '.join(group['members'])}")  # fmt: skip
+                     f"{group['size']} — {', '.join(group['members'])}. Cause (e.g. "
+                     f"{group['representative']['model_type']}): {cause(group)} Opsets: "
+                     f"{span_text(group.get('opset_span'))}. {_other_stack(group.get('other_stack'))}")  # fmt: skip
     report.add(*lines, "")
