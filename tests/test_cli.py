@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from where223 import cli
 from where223.errors import NAME_LIMIT, printable
-from where223.graph import repair as repair_module
+from where223.graph.repair import _file as repair_module
 from where223.pipeline.paths import ROOT
 
 EVIL = "evil\n\x1b[2Jno type-constraint violations"

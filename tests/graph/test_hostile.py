@@ -300,7 +300,7 @@ def test_the_next_repair_removes_what_a_killed_one_left(tmp_path, capsys):
 
 
 def test_ctrl_c_in_repair_is_one_line_exit_130_and_writes_nothing(tmp_path, monkeypatch, capsys):
-    from where223.graph import repair as repair_module
+    from where223.graph.repair import _file as repair_module
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -1,4 +1,5 @@
-"""Cast insertion: the repaired model lints clean and loads in ONNX Runtime; clean models are untouched."""
+"""The repair on the shared fixtures: the repaired model lints clean and loads in ONNX Runtime; clean models are
+untouched; what no rule resolves is refused with its reason (tests/graph/test_repair_rules.py: each rule)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ def _feeds():
     }
 
 
-def test_repair_to_output_type(repairable_model):
+def test_repair_computes_each_conflict_in_its_widest_bound_type(repairable_model):
     # the model reproduces ONNX Runtime's own error first
     assert judge(repairable_model).verdict == OrtVerdict.WHERE_TYPE_ERROR
     repaired, changes = repair(repairable_model)
+    assert all("widest bound type, tensor(float) (eager not consulted)" in c.why for c in changes)
     assert [(c.kind, c.node, c.subgraph, c.value, c.position, c.from_type, c.to_type) for c in changes] == [
         ("cast_input", "Where_223", "", "y", 2, "tensor(float16)", "tensor(float)"),
         ("cast_input", "Clip_7", "", "hi", 2, "tensor(float16)", "tensor(float)"),
@@ -48,11 +50,12 @@ def test_repair_to_output_type(repairable_model):
 def test_repair_to_explicit_type_casts_outputs_back(repairable_model):
     repaired, changes = repair(repairable_model, target="float16")
     where = [c for c in changes if c.node == "Where_223"]
+    why = "the target asked for, tensor(float16)"
     assert where == [
         Change("cast_input", "Where_223", "", "x", 1, "tensor(float)", "tensor(float16)", where[0].cast_node,
-               where[0].new_value),
+               where[0].new_value, why),
         Change("cast_output", "Where_223", "", "w", 0, "tensor(float16)", "tensor(float)", where[1].cast_node,
-               "w_where223_float16"),
+               "w_where223_float16", why),
     ]  # fmt: skip
     assert lint_model(repaired).clean
     assert judge(repaired).verdict == OrtVerdict.ACCEPTED
@@ -63,11 +66,13 @@ def test_clean_model_is_untouched(clean_model):
     assert repaired is clean_model and changes == []
 
 
-def test_other_findings_are_left_in_place(violations_model):
-    repaired, changes = repair(violations_model)
-    assert {c.node for c in changes} == {"Where_223", "Clip_7", "Concat_9", "then_add"}
-    left = lint_model(repaired).violations
-    assert [(v.kind, v.node) for v in left] == [(FindingKind.NOT_ALLOWED, "Where_float_cond")]
+def test_what_no_rule_resolves_is_refused_with_its_reason(violations_model):
+    """A float Where condition: no type that holds float is a bool, so the repair refuses rather than leave it."""
+    assert [(v.kind, v.node) for v in lint_model(violations_model).violations if v.kind == FindingKind.NOT_ALLOWED] \
+        == [(FindingKind.NOT_ALLOWED, "Where_float_cond")]
+    with pytest.raises(RepairError, match=r"Where_float_cond: tensor\(float\) is not allowed for B of Where at opset "
+                                          r"17 and no allowed type holds it exactly \(allowed: tensor\(bool\)\)"):
+        repair(violations_model)
 
 
 def test_target_outside_the_allowed_set_is_not_repairable(repairable_model):
@@ -82,10 +87,8 @@ def test_cli(repairable_model, clean_model, violations_model, save, tmp_path, ca
     assert main(["repair", str(save(repairable_model, "in.onnx")), str(out)]) == 0
     printed = capsys.readouterr().out
     assert "5 change(s)" in printed and "Where_223: input 2 'y' tensor(float16) -> tensor(float)" in printed
-    assert (
-        "ONNX Runtime loads the repaired model" in printed
-        and "re-lint: no type-binding conflict left, clean" in printed
-    )
+    assert "ONNX Runtime loads the repaired model" in printed and "re-lint: no violation left, clean" in printed
+    assert "eager was not consulted" in printed
     assert lint_model(out).clean
 
     untouched = tmp_path / "untouched.onnx"
@@ -94,8 +97,8 @@ def test_cli(repairable_model, clean_model, violations_model, save, tmp_path, ca
 
     assert main(["repair", str(save(violations_model, "bad.onnx")), str(tmp_path / "x.onnx")]) == 1
     captured = capsys.readouterr()
-    assert "1 other finding(s) left in place" in captured.out and "Where_float_cond" in captured.out
-    assert "ONNX Runtime refuses the repaired model" in captured.err
+    assert "Where_float_cond" in captured.err and "no allowed type holds it" in captured.err
+    assert captured.err.count("\n") == 1 and not (tmp_path / "x.onnx").exists()  # refused: nothing written
 
     assert main(["repair", str(tmp_path / "absent.onnx"), str(tmp_path / "x.onnx")]) == 2
     err = capsys.readouterr().err

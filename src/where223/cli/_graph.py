@@ -106,16 +106,21 @@ class Draw(Command):
 
 
 class Repair(Command):
-    """Insert Casts that resolve every type-binding violation, re-lint, and load the result in ONNX Runtime.
+    """Resolve every type violation lint finds, re-lint, and load the result in ONNX Runtime.
 
-    Prints every change. Exit 0 repaired (or nothing to repair: nothing is written), 1 not repairable or refused
-    by ONNX Runtime, 2 unreadable input (its external weights included) or an output that cannot be written: a
-    directory, a missing folder (none is created), or the input itself without --in-place. The output is
-    written atomically (a temporary file beside it, then renamed).
+    Rules: a wrong Cast target (the TorchScript exporter's Cast(to=15), bfloat16 in torch's numbering and
+    complex128 in ONNX's) is retargeted; a type-binding conflict is computed in one type and cast back: where
+    eager PyTorch computed given --eager (the record.json of `where223 explain`), else the widest bound type,
+    saying eager was not consulted; a type the operator does not allow at the opset (bf16 into Conv) is computed
+    in the nearest allowed type that holds it and cast back, saying what it costs. Prints every change with its
+    reason. Exit 0 repaired (or nothing to repair: nothing is written), 1 not repairable (the reason; nothing is
+    written) or refused by ONNX Runtime, 2 unreadable input (its external weights or eager report included) or
+    an output that cannot be written: a directory, a missing folder (none is created), or the input itself
+    without --in-place. The output is written atomically (a temporary file beside it, then renamed).
     """
 
     name = "repair"
-    explained_by = "where223.graph.repair:repair_file"
+    explained_by = "where223.graph.repair._file:repair_file"
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,10 +129,14 @@ class Repair(Command):
         parser.add_argument("--in-place", action="store_true", help="overwrite the input instead (give no output)")
         parser.add_argument(
             "--to",
-            default="output",
-            help="cast target: 'output' (the type the node's output already has, default) or an ONNX "
-            "type name such as float, float16, bfloat16",
+            default="auto",
+            help="a conflict's compute type: 'auto' (where eager computed with --eager, else the widest bound "
+            "type; default), 'output' (the type the node's outputs carry) or an ONNX type name such as float",
         )
+        parser.add_argument(
+            "--eager", metavar="REPORT",
+            help="the record.json `where223 explain` wrote for this model: conflicts are computed where eager did",
+        )  # fmt: skip
         parser.add_argument(
             "--ort-timeout", type=options.positive_float, default=ORT_TIMEOUT_S, metavar="SECONDS",
             help=f"time ONNX Runtime may take to judge the result (default {ORT_TIMEOUT_S:g}; then: timeout, exit 1)",
@@ -153,5 +162,6 @@ class Repair(Command):
     def run(args: argparse.Namespace) -> int:
         from where223.graph.repair import repair_file
 
-        repair_file(args.input, Repair.output_path(args), target=args.to, ort_timeout_s=args.ort_timeout, say=say)
+        repair_file(args.input, Repair.output_path(args), target=args.to, ort_timeout_s=args.ort_timeout, say=say,
+                    eager=args.eager)
         return 0

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from where223.graph.blame import parse_stack
+from where223.graph.blame import parse_stack, same_op
 
 FX_NODE = "pkg.torch.onnx.fx_node"
 _FX_NAME = re.compile(r"^%(\S+) :")
@@ -70,14 +70,6 @@ class Emitters:
 
     def to_dict(self) -> dict[str, Any]:
         return {"exporter": self.exporter, "available": self.available, "why": self.why, "calls": len(self.calls)}
-
-
-def same_op(aten: str, op_type: str) -> bool:
-    """Whether an ATen op plausibly became an ONNX op: one's letters a prefix of the other's (`aten::layer_norm`
-    and LayerNormalization, `aten::where` and Where)."""
-    name = aten.rpartition("::")[2].replace("_", "").lower()
-    onnx_name = op_type.replace("_", "").lower()
-    return bool(name) and (onnx_name.startswith(name) or name.startswith(onnx_name))
 
 
 def same_line(one: str | None, other: str | None) -> bool:

@@ -35,6 +35,15 @@ _MACHINERY = re.compile(r"(^|[/\\])torch[/\\](jit|onnx)[/\\]")
 # nn.Module.__call__ plumbing between a module's forward and its caller
 _PLUMBING = re.compile(r"(^|[/\\])torch[/\\]nn[/\\]modules[/\\]module\.py$")
 OUTSIDE_ROOTS = "source not shown: outside the known roots"
+def same_op(aten: str, op_type: str) -> bool:
+    """Whether an ATen op or kernel plausibly became an ONNX op: one's letters a prefix of the other's, after the
+    namespace, an overload and a `native_` prefix (`aten::layer_norm`, `native_layer_norm` and LayerNormalization,
+    `where.self` and Where, `convolution` and Conv)."""
+    name = aten.rpartition("::")[2].split(".")[0].removeprefix("native_").replace("_", "").lower()
+    onnx_name = op_type.replace("_", "").lower()
+    return bool(name) and bool(onnx_name) and (onnx_name.startswith(name) or name.startswith(onnx_name))
+
+
 # What to do when an export carries no Python stacks (the one home of this advice; `where223 explain` quotes it).
 # The dynamo half is checked against real exports by tests/study/test_classes.py: today's dynamo exporter keeps
 # stacks at opset 18 and above and drops them when it converts down (its conversion fails, keeping opset 18 and

@@ -115,7 +115,7 @@ def _lint_finding(record: dict[str, Any], node: str | None) -> dict[str, Any] | 
 def _emitter(blamed: dict[str, Any], operator: str | None) -> dict[str, Any] | None:
     """The emitting call of a blamed node: among the TorchScript symbolic calls of its line, the one whose ATen op
     is the node's operator (`aten::layer_norm` for LayerNormalization), else the first; dynamo's as recorded."""
-    from where223.eager.emitters import same_op
+    from where223.graph.blame import same_op
 
     calls = blamed.get("emitter_calls") or []
     matching = [call for call in calls if operator and same_op(call.get("aten") or "", operator)]
@@ -354,9 +354,10 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
 
 
 
-def plan(stacks: list[str]) -> list[str]:
-    """The opset scan's cells for a space's stacks (`today`, `project`) from the committed summary's groups
+def plan(stacks: list[str], out_dir: Path = OUT_DIR) -> list[str]:
+    """The opset scan's cells for a space's stacks (`today`, `project`) from the records under `out_dir` as they
+    are now (the sweep's and the scan's: a member's cells follow from its representative's scanned span)
     (`planner:` of `spaces/classes-opsets*.yaml`; `where223 sweep --space ... --plan` writes them to the space's
     cells file)."""
-    groups_ = records.read_json(OUT_DIR / SUMMARY)["groups"]
-    return [line for stack in stacks for line in opset_plan(groups_, STACK_LABELS.get(stack, stack))]
+    found = summary(load_records(out_dir), scanned=load_opset_records(out_dir))["groups"]
+    return [line for stack in stacks for line in opset_plan(found, STACK_LABELS.get(stack, stack))]

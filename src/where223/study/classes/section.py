@@ -35,9 +35,9 @@ def _types(bindings: list[dict[str, Any]] | None, param: str | None) -> str:
 
 def _kernel_of(op: str, operator: str) -> bool:
     """Whether an eager ATen kernel (`native_layer_norm`, `where.self`) computes an ONNX operator."""
-    from where223.eager.emitters import same_op
+    from where223.graph.blame import same_op
 
-    return same_op(op.split(".")[0].removeprefix("native_"), operator)
+    return same_op(op, operator)
 
 
 def cause(group: dict[str, Any]) -> str:

@@ -48,6 +48,10 @@ from where223.verdicts import FAIL, INFO, NOT_MEASURED, PASS, verdict
 
 # ORTModule's session stage, which a bf16 graph on CPU reaches once the Where type check passes.
 SESSION_FRAME = ":_create_execution_agent"
+# The graph repair this study verifies: the Cast at the conflict to the type the node's outputs carry (GPT-2's
+# mask value to its attention weights' type, as the source fix does), the rule of `where223 repair` when this
+# study was recorded; its default now computes in the widest bound type (graph.repair._binding).
+REPAIR_RULE = "output"
 # Float initializers with more elements than this are weights, compared by dtype and shape only.
 WEIGHT_ELEMENTS = 64
 
@@ -637,7 +641,7 @@ def probe_repair_pair(settings: reproduce.ReproduceSettings, variant: str, out_d
     with variants.patched_attention(variant):
         fixed = export.export_onnx(probe, batch, out_dir / "probe-fixed.onnx", settings.opset, settings.device,
                                    settings.amp_dtype)
-    return RepairPair("the probe", repair.repair(unfixed)[0], fixed, batch, probe.config.n_layer)
+    return RepairPair("the probe", repair.repair(unfixed, target=REPAIR_RULE)[0], fixed, batch, probe.config.n_layer)
 
 
 def swapped_repairs(pairs: Sequence[RepairPair]) -> list[RepairPair]:
@@ -946,7 +950,7 @@ def verify_fix(
         records.write_json(fix_dir / "divergence.json", found)
         checks.append(divergence_check(found["before"], found["after"]))
 
-        repaired, changes = repair.repair(unfixed)
+        repaired, changes = repair.repair(unfixed, target=REPAIR_RULE)
         repaired_path = fix_dir / REPAIRED_MODEL
         repair.save_model(repaired, repaired_path)
         checks.append(repair_check(repaired_path, fixed_path, changes))

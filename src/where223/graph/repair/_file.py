@@ -1,0 +1,91 @@
+"""`where223 repair`: a model file repaired into another, re-linted and judged by ONNX Runtime; the atomic save."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from where223.errors import UsageError, printable
+from where223.files import temporary_folder
+from where223.graph.dtypes import tensor_type_string
+from where223.graph.lint import lint_model
+from where223.graph.loading import load_model
+from where223.graph.repair._binding import NOT_CONSULTED
+from where223.graph.repair._change import Change, RepairRefused
+from where223.graph.repair._repair import repair
+
+_EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroom for the graph
+ORT_TIMEOUT_S = 60.0  # default time ONNX Runtime may take to create a session for a repaired model
+
+
+def save_model(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
+    """Write a model atomically into an existing folder: its weights inline when they fit protobuf's limit,
+    else beside it as PATH.data.
+
+    The files are written into a temporary folder beside `path` (`where223.files.temporary_folder`, removed
+    however the write ends, and by the next write into the folder when a killed process left it), then renamed
+    into place (the weights first), so a reader never finds a half-written model and a failed write leaves the
+    old one intact. A symlink at `path` is replaced by the file, not written through.
+    """
+    path = Path(path)
+    external = model.ByteSize() > _EXTERNAL_DATA_THRESHOLD
+    with temporary_folder(path) as staging:
+        onnx.save_model(model, str(staging / path.name), save_as_external_data=external, location=f"{path.name}.data")
+        if external:
+            os.replace(staging / f"{path.name}.data", path.with_name(f"{path.name}.data"))
+        os.replace(staging / path.name, path)
+    return path
+
+
+def repair_file(
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    target: str = "auto",
+    ort_timeout_s: float = ORT_TIMEOUT_S,
+    say: Callable[[str], None] = print,
+    eager: str | os.PathLike[str] | dict[str, Any] | None = None,
+) -> list[Change]:
+    """`where223 repair`: repair the model at `source` into `output`, re-lint it and have ONNX Runtime judge it
+    (in a child process, within `ort_timeout_s`), saying each step's result through `say`; returns the changes.
+
+    Nothing is written when there is nothing to repair, or when a violation cannot be repaired (RepairError,
+    exit 1, with its reason). RepairRefused (exit 1, the file written) when ONNX Runtime refuses the result or
+    takes too long; UsageError for a target that names no ONNX type or an unreadable eager report;
+    UnreadableModelError for an input that cannot be read.
+    """
+    from where223.graph.ort import OrtVerdict, judge
+
+    if target not in ("auto", "output"):
+        try:
+            tensor_type_string(target)
+        except ValueError as error:
+            raise UsageError(f"--to: {error}") from error
+    model, _ = load_model(source, load_weights=True)
+    repaired, changes = repair(model, target=target, eager=eager)
+    if not changes:
+        say(f"{source}: no type violation; nothing changed, nothing written")
+        return changes
+    save_model(repaired, output)
+    say(f"repaired {source} -> {output}: {len(changes)} change(s)")
+    for change in changes:
+        say(f"  {change}")
+    if any(NOT_CONSULTED in change.why for change in changes):
+        say("eager was not consulted: conflicts were computed in their widest bound type (give --eager with the "
+            "record.json of `where223 explain` to compute where eager PyTorch did)")
+    relinted = lint_model(output)
+    say("re-lint: no violation left" + (", clean" if relinted.clean else " among the nodes checked"))
+    judgement = judge(output, timeout_s=ort_timeout_s)
+    if judgement.verdict == OrtVerdict.MISSING_KERNEL:
+        say("ONNX Runtime accepts the repaired model's types; this machine cannot execute it: "
+            + printable((judgement.message or "").strip(), 2000))
+    elif judgement.verdict == OrtVerdict.TIMEOUT:
+        raise RepairRefused(f"{output} is written but unchecked: {judgement.message} (--ort-timeout to wait longer)")
+    elif judgement.verdict != OrtVerdict.ACCEPTED:
+        raise RepairRefused(f"ONNX Runtime refuses the repaired model: {judgement.message}")
+    else:
+        say("ONNX Runtime loads the repaired model")
+    return changes

@@ -1,0 +1,89 @@
+"""The repair's driver: lint, apply the rules to the root violations, serialize, lint again, until none is left."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import onnx
+
+from where223.errors import printable
+from where223.graph.dtypes import tensor_type_string
+from where223.graph.lint import FindingKind, Violation, lint_types
+from where223.graph.loading import ModelLike, load_model
+from where223.graph.repair import _binding, _cast_target, _not_allowed
+from where223.graph.repair._change import Change, RepairError
+from where223.graph.repair._eager import eager_kernels
+from where223.graph.repair._edit import Editor
+from where223.graph.types import ModelTypes, model_types
+
+MAX_ROUNDS = 4  # a wrong Cast's round, then the rounds for what its retargeting leaves, then a last check
+
+
+def _by_node(violations: list[Violation]) -> list[list[Violation]]:
+    """The violations grouped per node and type parameter, in graph order."""
+    groups: dict[tuple[str, int, str], list[Violation]] = {}
+    for violation in violations:
+        groups.setdefault((violation.subgraph, violation.node_index, violation.type_param), []).append(violation)
+    return list(groups.values())
+
+
+def _editor(model: onnx.ModelProto, types: ModelTypes) -> Editor:
+    try:
+        return Editor(model, types)
+    except Exception as error:  # onnx-ir refusing a model it cannot represent is a reason, not a crash
+        raise RepairError(f"onnx-ir cannot edit this model ({type(error).__name__}: "
+                          f"{printable(str(error), 300)}); not repaired") from None
+
+
+def _round(violations: list[Violation], editor: Editor, target: str, kernels: dict[str, Any], eager: bool) -> None:
+    """One round: the wrong Casts behind root violations, else every violation by its rule."""
+    if _cast_target.apply(violations, editor):
+        return  # what a wrong Cast made wrong downstream is judged again after it is retargeted
+    for group in _by_node(violations):
+        conflict = next((v for v in group if v.kind == FindingKind.BINDING_CONFLICT), None)
+        if conflict is not None:
+            to_type, why = _binding.choose(conflict, target, kernels.get(conflict.node), eager)
+            editor.compute_in(conflict, to_type, why)
+            continue
+        refused = group[0]
+        if target in ("auto", "output"):
+            to_type, why = _not_allowed.choose(refused, editor.opset)
+        else:
+            to_type, why = tensor_type_string(target), f"the target asked for, {tensor_type_string(target)}"
+            if to_type not in refused.allowed:
+                raise RepairError(f"{printable(refused.node)}: target {to_type} is not allowed for type parameter "
+                                  f"{refused.type_param} of {refused.op_type} (allowed: {', '.join(refused.allowed)})")
+        editor.compute_in(refused, to_type, why)
+
+
+def repair(model: ModelLike, target: str = "auto",
+           eager: str | os.PathLike[str] | dict[str, Any] | None = None) -> tuple[onnx.ModelProto, list[Change]]:
+    """A copy of `model` in which every type violation lint finds is resolved, and the changes made.
+
+    The rules, in order: a wrong Cast target is retargeted (`_cast_target`); a type-binding conflict is computed
+    in one type and cast back (`_binding`: where eager computed when `eager`, a one-model report from `where223
+    explain`, records the node's kernel, else the widest bound type; `target="output"` the outputs' type, or an
+    ONNX type name to force one); a type the schema does not allow is computed in the nearest allowed type that
+    holds it and cast back (`_not_allowed`). A model without violations is returned as is, with no changes.
+    RepairError (with its reason) when a violation has no rule that resolves it, or violations remain.
+    """
+    original, _ = load_model(model)
+    kernels = eager_kernels(eager) if eager is not None else {}
+    current, changes = original, []
+    for _ in range(MAX_ROUNDS):
+        types = model_types(current)
+        violations = lint_types(types).violations
+        if not violations:
+            return current, changes
+        editor = _editor(current, types)
+        _round(violations, editor, target, kernels, eager is not None)
+        if not editor.changes:
+            break
+        changes += editor.changes
+        current = editor.result()
+    left = lint_types(model_types(current)).violations
+    if not left:
+        return current, changes
+    raise RepairError("violations remain after the repair: " + "; ".join(v.message() for v in left[:5])
+                      + (f" (+{len(left) - 5} more)" if len(left) > 5 else ""))
