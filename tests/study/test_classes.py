@@ -172,6 +172,9 @@ def test_every_member_is_judged_at_the_boundaries_and_the_unscanned_are_named():
     assert plan[:4] == [f"m bf16_model dynamo {o}" for o in (14, 15, 16, 17)]
     assert set(plan[10:]) == {f"{x} bf16_model dynamo {o}" for x in "abc" for o in (14, 15)}
     assert len(plan) == len(set(plan)) == 10 + 6  # m at 14-23 once, a, b and c at the two boundaries
+    other = {**group, "recipe": "fp16_model", "representative": {"model_type": "z"}, "opset_span": None}
+    plan = analysis.opset_plan([{**group, "opset_span": span}, other], "today")
+    assert plan[10:20] == [f"z fp16_model dynamo {o}" for o in range(14, 24)]  # every representative first
     text = section.span_text(span)
     assert "at 14 0 of 4 members alike, 3 Pow invalid_type, 1 not scanned" in text
     assert "at 15 3 of 4 members alike, 1 accepted" in text

@@ -204,19 +204,19 @@ OPSET_RECORDS = "opsets"  # classes/opsets/<release>/<recipe>-<exporter>/<model>
 
 def opset_plan(groups_: list[dict[str, Any]], stack: str) -> list[str]:
     """The opset scan's cells, as `MODEL RECIPE EXPORTER OPSET` lines, each listed once: each group's representative
-    at every opset its exporter supports from 14 on, and, once the representative is scanned, every member at the
-    opsets on either side of each place the group appears or disappears (`boundaries`)."""
+    at every opset its exporter supports from 14 on (all of them first: the scan runs in this order), then, for
+    each group whose representative is scanned, every member at the opsets on either side of each place the group
+    appears or disappears (`boundaries`)."""
+    mine = [group for group in groups_ if group["stack"] == stack]
+    cells = [(group, group["representative"]["model_type"], opset)
+             for group in mine for opset in OPSETS[stack, group["exporter"]]]  # every span first, then its edges
+    cells += [(group, member, int(opset)) for group in mine
+              for opset in (group.get("opset_span") or {}).get("boundaries", {}) for member in group["members"]]
     lines: list[str] = []
-    for group in groups_:
-        if group["stack"] != stack:
-            continue
-        cells = [(group["representative"]["model_type"], o) for o in OPSETS[stack, group["exporter"]]]
-        span = group.get("opset_span") or {}
-        cells += [(member, int(o)) for o in span.get("boundaries", {}) for member in group["members"]]
-        for model, opset in cells:
-            line = f"{model} {group['recipe']} {group['exporter']} {opset}"
-            if line not in lines:
-                lines.append(line)
+    for group, model, opset in cells:
+        line = f"{model} {group['recipe']} {group['exporter']} {opset}"
+        if line not in lines:
+            lines.append(line)
     return lines
 
 
