@@ -17,6 +17,7 @@ outcome (`where223.sweep.space.is_done`).
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 import os
 import shutil
@@ -164,6 +165,15 @@ def connect(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
     return Client(cluster, set_as_default=False), cluster
 
 
+WINDOW_PER_THREAD = 2  # cells handed to Dask per worker thread at a time: one running, one ready behind it
+
+
+def window(client: Any) -> int:
+    """How many cells are in the cluster's hands at a time: WINDOW_PER_THREAD per worker thread it has now, at
+    least two (asked again as each cell ends, so a cluster that grows gets its new workers' share)."""
+    return max(2, WINDOW_PER_THREAD * sum(client.nthreads().values()))
+
+
 def _identity(space: Space, cell: Cell, identity: Mapping[str, str]) -> dict[str, Any]:
     fields = {**space.stacks[cell.stack].attributes(), **cell.key()}
     return {name: template.format(**fields) for name, template in identity.items()}
@@ -222,10 +232,9 @@ def run(
         futures: dict[Any, tuple[Cell, int]] = {}
 
         order = {cell: position for position, cell in enumerate(todo)}
+        queue = iter(todo)
 
         def submit(cell: Cell, attempt: int) -> Any:
-            # the space's order as Dask's priority: left to itself, Dask started a real sweep's queued cells in an
-            # order of its own (NOTES: one recipe's cells for twenty model types, another's for three)
             future = client.submit(
                 execute, cell.key(), space.name, space.timeout_s, runner=space.runner,
                 key=f"{space.name}-{cell.ident()}-{attempt}", pure=False, retries=0, priority=-order[cell],
@@ -233,8 +242,12 @@ def run(
             futures[future] = (cell, attempt)
             return future
 
+        # The cells go to Dask a window at a time, in the space's order, the next as each one ends: handed all at
+        # once, even with the space's order as their priority, a real sweep ran them in an order of its own
+        # (NOTES: one recipe's cells for a hundred model types, another's for none).
+        first = [submit(cell, 1) for cell in itertools.islice(queue, window(client))]
         timeout = (deadline - dt.datetime.now(dt.timezone.utc)).total_seconds() if deadline else None
-        pending = as_completed([submit(cell, 1) for cell in todo], loop=client.loop, timeout=timeout)
+        pending = as_completed(first, loop=client.loop, timeout=timeout)
         try:
             for future in pending:
                 cell, attempt = futures.pop(future)
@@ -243,9 +256,11 @@ def run(
                     pending.add(submit(cell, attempt + 1))
                     continue
                 publish_record(cell, record)
+                for following in itertools.islice(queue, max(0, window(client) - len(futures))):
+                    pending.add(submit(following, 1))
         except TimeoutError:  # the deadline: what is left is recorded not_run
             client.cancel(list(futures))
-            for cell, _ in futures.values():
+            for cell in [*(cell for cell, _ in futures.values()), *queue]:
                 publish_record(cell, _not_run(cell, deadline))
     finally:
         progress.close()
