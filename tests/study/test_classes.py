@@ -285,3 +285,13 @@ def test_the_appendix_gives_every_group_its_members_cause_and_opsets(tmp_path):
         assert f"{group['size']} — {', '.join(group['members'])}. " in line
         assert f"Opsets: {section.span_text(group['opset_span'])}." in line
     assert any(g["opset_span"] for g in written["groups"]) and f"Opsets: {NOT_MEASURED}." in lines[-1]
+
+
+def test_timing_says_what_a_cell_spends_outside_its_stages():
+    """Two cells of 10 s and 20 s with 4 s and 16 s of timed stages: 6 s and 4 s outside, median 5; the control, a
+    cell with no stage timings, counts for the wall time only."""
+    rows = [{"wall_s": 10.0, "timings_s": {"export": 3.0, "judge": 1.0}}, {"wall_s": 20.0, "timings_s": {"x": 16.0}},
+            {"wall_s": 30.0}]
+    found = analysis.timing(rows, cells_in_space=6)
+    assert found["median_outside_stages_s"] == 5.0 and found["median_wall_s"] == 20.0
+    assert found["mean_wall_s"] == 20.0 and found["projected_worker_hours"] == round(20.0 * 6 / 3600, 2)

@@ -16,6 +16,7 @@ function that emitted it.
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from itertools import pairwise
@@ -184,10 +185,15 @@ def timing(rows: list[dict[str, Any]], cells_in_space: int | None = None) -> dic
     """The recorded cells' wall time (each cell's own process, as its worker measured it): count, sum and mean,
     and what the mean makes of the whole space per worker (a projection from the recorded cells' mean, not a
     measurement of the rest)."""
-    walls = [float(r["wall_s"]) for r in rows if isinstance(r.get("wall_s"), (int, float))]
+    timed = [r for r in rows if isinstance(r.get("wall_s"), (int, float))]
+    walls = [float(r["wall_s"]) for r in timed]
     mean = sum(walls) / len(walls) if walls else None
     projected = None if mean is None or not cells_in_space else round(mean * cells_in_space / 3600, 2)
+    # what a cell's process spends outside its timed stages (interpreter start, imports, the record's writing)
+    outside = [float(r["wall_s"]) - sum(r["timings_s"].values()) for r in timed if r.get("timings_s")]
     return {"cells": len(walls), "wall_s_sum": round(sum(walls), 1), "mean_wall_s": round(mean, 2) if mean else None,
+            "median_wall_s": round(statistics.median(walls), 1) if walls else None,
+            "median_outside_stages_s": round(statistics.median(outside), 1) if outside else None,
             "cells_in_space": cells_in_space, "projected_worker_hours": projected}
 
 
