@@ -295,3 +295,19 @@ def test_timing_says_what_a_cell_spends_outside_its_stages():
     found = analysis.timing(rows, cells_in_space=6)
     assert found["median_outside_stages_s"] == 5.0 and found["median_wall_s"] == 20.0
     assert found["mean_wall_s"] == 20.0 and found["projected_worker_hours"] == round(20.0 * 6 / 3600, 2)
+
+
+def test_the_historic_stacks_edges_hold_member_by_member_in_the_committed_scan():
+    """The 2022 stack's scan on the committed records: every LayerNormalization (autocast) member is refused alike at
+    17 and none at 16 (missing kernels there); every Where (bf16) member alike at 16, refused at 15 for Where's
+    own type; bf16 Einsum is the exception, two of its six members refused at 15 for Where instead."""
+    written = analysis.summary(analysis.load_records(), scanned=analysis.load_opset_records())
+    found = {(g["operator"], g["recipe"], g["stack"]): g["opset_span"] for g in written["groups"]}
+    norm = found[("LayerNormalization", "cpu_bf16_autocast", "2022")]["boundaries"]
+    assert not norm["16"]["alike"] and set(norm["16"]["differ"].values()) == {"missing_kernel"}
+    assert len(norm["17"]["alike"]) == norm["17"]["members"] and not norm["17"]["not_scanned"]
+    where = found[("Where", "bf16_model", "2022")]["boundaries"]
+    assert set(where["15"]["differ"].values()) == {"Where invalid_type"}
+    assert len(where["16"]["alike"]) == where["16"]["members"]
+    einsum = found[("Einsum", "bf16_model", "2022")]["boundaries"]
+    assert sorted(einsum["15"]["differ"].values()) == ["Where invalid_type"] * 2 and einsum["15"]["members"] == 6
