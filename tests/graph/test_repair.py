@@ -114,3 +114,12 @@ def test_cli(repairable_model, clean_model, violations_model, save, tmp_path, ca
 def test_repair_accepts_a_path(repairable_model, save):
     repaired, changes = repair(save(repairable_model))
     assert len(changes) == 5 and lint_model(repaired).clean
+
+
+def test_the_output_rule_resolves_conflicts_only_and_leaves_other_findings(violations_model):
+    """`target="output"` (what the fix study was recorded with) repairs the four conflicts and leaves the float Where
+    condition in place, as the repair before these rules did; the default refuses it (the test above)."""
+    repaired, changes = repair(violations_model, target="output")
+    assert {c.node for c in changes} == {"Where_223", "Clip_7", "Concat_9", "then_add"}
+    left = lint_model(repaired).violations
+    assert [(v.kind, v.node) for v in left] == [(FindingKind.NOT_ALLOWED, "Where_float_cond")]

@@ -77,7 +77,12 @@ def repair_file(
         say("eager was not consulted: conflicts were computed in their widest bound type (give --eager with the "
             "record.json of `where223 explain` to compute where eager PyTorch did)")
     relinted = lint_model(output)
-    say("re-lint: no violation left" + (", clean" if relinted.clean else " among the nodes checked"))
+    if relinted.violations:  # only under --to output, which resolves binding conflicts alone
+        say(f"re-lint: no type-binding conflict left; {len(relinted.violations)} other finding(s) left in place:")
+        for violation in relinted.violations:
+            say(f"  {violation.message()}")
+    else:
+        say("re-lint: no violation left" + (", clean" if relinted.clean else " among the nodes checked"))
     judgement = judge(output, timeout_s=ort_timeout_s)
     if judgement.verdict == OrtVerdict.MISSING_KERNEL:
         say("ONNX Runtime accepts the repaired model's types; this machine cannot execute it: "

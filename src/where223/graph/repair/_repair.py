@@ -28,6 +28,14 @@ def _by_node(violations: list[Violation]) -> list[list[Violation]]:
     return list(groups.values())
 
 
+def _in_scope(violations: list[Violation], target: str) -> list[Violation]:
+    """The violations a repair with `target` resolves: all of them, except under `output`, the rule before these
+    (what the fix study was recorded with), which resolves binding conflicts only and leaves other findings."""
+    if target == "output":
+        return [v for v in violations if v.kind == FindingKind.BINDING_CONFLICT]
+    return violations
+
+
 def _editor(model: onnx.ModelProto, types: ModelTypes) -> Editor:
     try:
         return Editor(model, types)
@@ -38,7 +46,7 @@ def _editor(model: onnx.ModelProto, types: ModelTypes) -> Editor:
 
 def _round(violations: list[Violation], editor: Editor, target: str, kernels: dict[str, Any], eager: bool) -> None:
     """One round: the wrong Casts behind root violations, else every violation by its rule."""
-    if _cast_target.apply(violations, editor):
+    if target != "output" and _cast_target.apply(violations, editor):
         return  # what a wrong Cast made wrong downstream is judged again after it is retargeted
     for group in _by_node(violations):
         conflict = next((v for v in group if v.kind == FindingKind.BINDING_CONFLICT), None)
@@ -63,8 +71,9 @@ def repair(model: ModelLike, target: str = "auto",
 
     The rules, in order: a wrong Cast target is retargeted (`_cast_target`); a type-binding conflict is computed
     in one type and cast back (`_binding`: where eager computed when `eager`, a one-model report from `where223
-    explain`, records the node's kernel, else the widest bound type; `target="output"` the outputs' type, or an
-    ONNX type name to force one); a type the schema does not allow is computed in the nearest allowed type that
+    explain`, records the node's kernel, else the widest bound type; an ONNX type name forces one;
+    `target="output"`, the rule before these, casts to the outputs' type and resolves binding conflicts only,
+    leaving other findings in place); a type the schema does not allow is computed in the nearest allowed type that
     holds it and cast back (`_not_allowed`). A model without violations is returned as is, with no changes.
     RepairError (with its reason) when a violation has no rule that resolves it, or violations remain.
     """
@@ -73,7 +82,7 @@ def repair(model: ModelLike, target: str = "auto",
     current, changes = original, []
     for _ in range(MAX_ROUNDS):
         types = model_types(current)
-        violations = lint_types(types).violations
+        violations = _in_scope(lint_types(types).violations, target)
         if not violations:
             return current, changes
         editor = _editor(current, types)
@@ -82,7 +91,7 @@ def repair(model: ModelLike, target: str = "auto",
             break
         changes += editor.changes
         current = editor.result()
-    left = lint_types(model_types(current)).violations
+    left = _in_scope(lint_types(model_types(current)).violations, target)
     if not left:
         return current, changes
     raise RepairError("violations remain after the repair: " + "; ".join(v.message() for v in left[:5])
