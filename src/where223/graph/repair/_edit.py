@@ -9,9 +9,9 @@ import onnx
 import onnx_ir as ir
 
 from where223.errors import printable
-from where223.graph.dtypes import elem_type_of, short_type
+from where223.graph.dtypes import elem_type_name, elem_type_of, short_type
 from where223.graph.lint import Violation
-from where223.graph.loading import FreshNames
+from where223.graph.loading import FreshNames, node_label, subgraph_path
 from where223.graph.repair._change import Change, RepairError
 from where223.graph.schema import signature
 from where223.graph.types import ModelTypes
@@ -19,21 +19,17 @@ from where223.graph.types import ModelTypes
 UNKNOWN = "an unknown type"
 
 
-def _label(node: ir.Node, index: int) -> str:
-    return node.name or f"<{node.op_type} #{index}>"  # as graph.loading.node_label names a proto node
-
-
 def _graphs(graph: ir.Graph, path: str = "") -> list[tuple[str, ir.Graph]]:
-    """Every graph reachable from `graph` with its subgraph path, as graph.loading.subgraphs spells it."""
+    """Every graph reachable from `graph` with its subgraph path, as graph.loading.subgraphs spells it (its
+    node_label and subgraph_path read only a node's name and op_type, which onnx-ir's nodes have too)."""
     found = [(path, graph)]
     for index, node in enumerate(graph):
         for name, attr in node.attributes.items():
-            own = f"{_label(node, index)}/{name}"
             if attr.type == ir.AttributeType.GRAPH:
-                found.extend(_graphs(attr.value, f"{path}/{own}" if path else own))
+                found.extend(_graphs(attr.value, subgraph_path(path, node, index, name)))
             elif attr.type == ir.AttributeType.GRAPHS:
                 for k, sub in enumerate(attr.value):
-                    found.extend(_graphs(sub, f"{path}/{own}[{k}]" if path else f"{own}[{k}]"))
+                    found.extend(_graphs(sub, subgraph_path(path, node, index, f"{name}[{k}]")))
     return found
 
 
@@ -44,7 +40,7 @@ def tensor_of(type_str: str) -> ir.TensorType:
 def type_of(value: ir.Value) -> str | None:
     """'tensor(float)' for a tensor value of known element type, else None."""
     if isinstance(value.type, ir.TensorType) and value.dtype is not None:
-        return f"tensor({onnx.helper.tensor_dtype_to_string(int(value.dtype)).split('.')[-1].lower()})"
+        return f"tensor({elem_type_name(int(value.dtype))})"
     return None
 
 
@@ -90,15 +86,15 @@ class Editor:
         from_type = self.type_in(path, value)
         key = (path, value.name, to_type)
         if key not in self.shared:
-            self._check_cast(from_type, to_type, _label(node, index))
+            self._check_cast(from_type, to_type, node_label(node, index))
             base = f"{value.name}_where223_{short_type(to_type)}"
             cast = self._cast_node(value, to_type, self.names.fresh(base), f"{base}/Cast")
             graph.insert_before(node, cast)  # the rules go in graph order: this is the value's first such use
             self.shared[key] = cast
         cast = self.shared[key]
         node.replace_input_with(position, cast.outputs[0])
-        self.changes.append(Change("cast_input", _label(node, index), path, value.name, position, from_type, to_type,
-                                   cast.name, cast.outputs[0].name, why))  # fmt: skip
+        self.changes.append(Change("cast_input", node_label(node, index), path, value.name, position, from_type,
+                                   to_type, cast.name, cast.outputs[0].name, why))  # fmt: skip
 
     def cast_output(self, path: str, index: int, position: int, compute_type: str, why: str) -> None:
         """Let output `position` of the node be `compute_type` under a fresh name, cast back to its old type
@@ -107,8 +103,9 @@ class Editor:
         out = node.outputs[position]
         old_type, old_name = self.type_in(path, out), out.name
         if old_type == UNKNOWN:
-            raise RepairError(f"{printable(_label(node, index))}: output {position} has no known type to cast back to")
-        self._check_cast(compute_type, old_type, _label(node, index))
+            raise RepairError(f"{printable(node_label(node, index))}: output {position} has no known type to cast "
+                              "back to")
+        self._check_cast(compute_type, old_type, node_label(node, index))
         renamed = self.names.fresh(f"{old_name}_where223_{short_type(compute_type)}")
         uses, shape = list(out.uses()), out.shape
         outputs = [k for k, value in enumerate(graph.outputs) if value is out]
@@ -120,7 +117,7 @@ class Editor:
         for k in outputs:
             graph.outputs[k] = cast.outputs[0]
             cast.outputs[0].type, cast.outputs[0].shape = tensor_of(old_type), shape
-        self.changes.append(Change("cast_output", _label(node, index), path, old_name, position, compute_type,
+        self.changes.append(Change("cast_output", node_label(node, index), path, old_name, position, compute_type,
                                    old_type, cast.name, renamed, why))  # fmt: skip
 
     def retarget(self, path: str, index: int, to_type: str, why: str) -> None:
@@ -129,7 +126,7 @@ class Editor:
         node = self.node(path, index)
         out = node.outputs[0]
         old_type, source = self.type_in(path, out), self.type_in(path, node.inputs[0])
-        self._check_cast(source, to_type, _label(node, index))
+        self._check_cast(source, to_type, node_label(node, index))
         node.attributes["to"] = ir.AttrInt64("to", elem_type_of(to_type))
         old_dtype, out.type = out.dtype, tensor_of(to_type)
         seen, frontier = {id(out)}, [out]
@@ -141,8 +138,8 @@ class Editor:
                     seen.add(id(downstream))
                     downstream.type = tensor_of(to_type) if downstream.is_graph_output() else None
                     frontier.append(downstream)
-        self.changes.append(Change("retarget_cast", _label(node, index), path, out.name, 0, old_type, to_type,
-                                   _label(node, index), out.name, why))  # fmt: skip
+        self.changes.append(Change("retarget_cast", node_label(node, index), path, out.name, 0, old_type, to_type,
+                                   node_label(node, index), out.name, why))  # fmt: skip
 
     def locate(self, node: ir.Node) -> tuple[str, int] | None:
         """The subgraph path and index lint gives `node`, None for a node added since."""
