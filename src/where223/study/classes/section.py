@@ -33,16 +33,11 @@ def _types(bindings: list[dict[str, Any]] | None, param: str | None) -> str:
     return f" ({', '.join(parts)}" + (f", all bound to `{param}`)" if param else ")")
 
 
-def _kernel_of(op: str, operator: str) -> bool:
-    """Whether an eager ATen kernel (`native_layer_norm`, `where.self`) computes an ONNX operator."""
-    from where223.graph.blame import same_op
-
-    return same_op(op, operator)
-
-
 def cause(group: dict[str, Any]) -> str:
     """One sentence from a group's representative: which exporter function emitted which node from which line,
     with which types, against which constraint, and what eager's kernel at that line was handed."""
+    from where223.graph.blame import same_op  # onnx, loaded only when a cause is written
+
     item = group["representative"]
     emitter = item.get("emitter") or {}
     function = emitter.get("function") or emitter.get("target")
@@ -53,7 +48,7 @@ def cause(group: dict[str, Any]) -> str:
     text += _types(item.get("bindings"), constraint.get("type_param"))
     kernels = item.get("eager_kernels") or []
     mixed = next((k for k in kernels if k.get("mixed")), None)
-    kernel = mixed or next((k for k in kernels if _kernel_of(k["op"], group["operator"])), None)
+    kernel = mixed or next((k for k in kernels if same_op(k["op"], group["operator"])), None)
     kernel = kernel or (kernels[0] if kernels else None)
     if kernel:
         text += (f"; eager `{kernel['op']}` was handed {'/'.join(kernel['inputs'])} and returned "
