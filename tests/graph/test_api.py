@@ -15,7 +15,9 @@ from where223.pipeline.paths import ROOT
 def test_every_public_name_resolves_to_its_submodule():
     assert where223.graph.__all__ == [
         "load_model", "UnreadableModelError", "NodeNotFoundError", "MalformedModelError",
-        "lint_model", "LintReport", "Violation", "FindingKind", "LintOutcome",
+        "lint_model", "LintReport", "Violation", "FindingKind", "LintOutcome", "MissingKernel",
+        "lint_sarif", "lint_github_commands",
+        "kernel_table", "KernelTable", "KernelStatus",
         "judge", "OrtVerdict", "OrtJudgement", "load_session",
         "blame_node", "blame_all", "BlameResult",
         "repair_model", "RepairError", "Change", "save_model",

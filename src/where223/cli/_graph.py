@@ -13,6 +13,8 @@ from where223.cli._options import same_file, writable_file
 from where223.errors import UsageError, printable
 from where223.graph.repair import ORT_TIMEOUT_S
 
+LINT_FORMATS = ("text", "json", "sarif", "github")
+
 
 class Lint(Command):
     """Check every node's type constraints against ONNX's own operator schemas.
@@ -20,6 +22,10 @@ class Lint(Command):
     Roots are listed first, each with the consequences that follow from it. Exit 0 clean (every node checked),
     1 violations found, 2 unreadable input or onnx's inliner or shape inference failing on it (one line),
     3 incomplete: no violation among the nodes checked, but some values stayed untyped or nodes unchecked.
+    With --kernels (or --provider), nodes are also looked up in the execution provider's kernel table for the
+    installed ONNX Runtime (built from one-node models and cached; the model itself is not loaded): exit 4 when
+    there is no type violation but a node has no kernel (violations still exit 1; without missing kernels the
+    codes above stand). --format sarif or github prints one annotation per finding (missing kernels as warnings).
     """
 
     name = "lint"
@@ -28,14 +34,46 @@ class Lint(Command):
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("model", help="path to an .onnx file")
-        options.json_output(parser, "the report")
+        options.json_output(parser, "the report (the same as --format json)")
+        parser.add_argument(
+            "--format", choices=LINT_FORMATS, default=None,
+            help="text (default), json, sarif (SARIF 2.1.0 for code scanning) or github (workflow commands)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--kernels", action="store_true",
+            help="also report nodes the execution provider has no kernel for (exit 4 when no type violation)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--provider", metavar="NAME",
+            help="the execution provider whose kernels are checked (implies --kernels; default CPUExecutionProvider)",
+        )  # fmt: skip
+
+    @staticmethod
+    def output_format(args: argparse.Namespace) -> str:
+        """--format, with --json as its alias; a UsageError when the two disagree."""
+        if args.json and args.format not in (None, "json"):
+            raise UsageError(f"--json and --format {args.format} disagree: give one")
+        return "json" if args.json else (args.format or "text")
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from where223.graph.lint import LintOutcome, lint_model
 
-        report = lint_model(args.model)
-        say(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+        shown = Lint.output_format(args)
+        provider = args.provider or ("CPUExecutionProvider" if args.kernels else None)
+        report = lint_model(args.model, provider=provider)
+        if shown == "json":
+            say(json.dumps(report.to_dict(), indent=2))
+        elif shown in ("sarif", "github"):
+            from where223.graph.lint_formats import github_commands, sarif
+
+            text = json.dumps(sarif(report), indent=2) if shown == "sarif" else github_commands(report)
+            if text:
+                say(text)
+        else:
+            say(report.format())
+        if report.outcome != LintOutcome.VIOLATIONS and report.kernels is not None and report.kernels.missing:
+            return 4
         return {LintOutcome.CLEAN: 0, LintOutcome.VIOLATIONS: 1, LintOutcome.INCOMPLETE: 3}[report.outcome]
 
 

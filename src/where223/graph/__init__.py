@@ -25,6 +25,14 @@ _SUBMODULE_OF: dict[str, str] = {
     "Violation": "lint",
     "FindingKind": "lint",
     "LintOutcome": "lint",
+    "MissingKernel": "lint",
+    # lint's findings as CI annotations: SARIF 2.1.0, GitHub workflow commands
+    "lint_sarif": "lint_formats",
+    "lint_github_commands": "lint_formats",
+    # the kernels an execution provider of the installed ONNX Runtime has, per op, schema version and types
+    "kernel_table": "kernels",
+    "KernelTable": "kernels",
+    "KernelStatus": "kernels",
     # ONNX Runtime's verdict
     "judge": "ort",
     "OrtVerdict": "ort",
@@ -51,7 +59,7 @@ _SUBMODULE_OF: dict[str, str] = {
 }
 # public name -> its name in the submodule, where the two differ
 _DEFINED_AS: dict[str, str] = {"blame_node": "blame", "repair_model": "repair", "start_netron": "start",
-                                "stop_netron": "stop"}
+                                "stop_netron": "stop", "lint_sarif": "sarif", "lint_github_commands": "github_commands"}
 
 __all__ = list(_SUBMODULE_OF)
 

@@ -17,13 +17,20 @@ without them. The test looks at input values, not at `offending`: once a wrong t
 input, the node's output takes that type and `offending` names the node's correct inputs. A consequence's
 `caused_by` names the roots its types derive from (`subgraph/node`, or `node` in the main graph). Reports
 list roots first, each group in graph order.
+
+Missing kernels. With a provider (`lint_model(..., provider="CPUExecutionProvider")`, `where223 lint --kernels`),
+every ai.onnx node without a type violation is also looked up in that provider's kernel table for the installed
+ONNX Runtime (`where223.graph.kernels`: one-node models ONNX Runtime itself judged, cached), without loading the
+model: a node whose op, schema version and input types have no kernel is a `missing_kernel` finding. These are kept
+apart from the type violations (`LintReport.kernels`): `outcome`, `clean` and `violations` mean what they meant.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap, Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -33,15 +40,21 @@ from where223.graph.loading import ModelLike, inline_local_functions, load_model
 from where223.graph.schema import Signature, formal_pairs, signature_for
 from where223.graph.types import ModelTypes, Scope, model_types
 
+if TYPE_CHECKING:
+    from where223.graph.kernels import KernelTable
+
 UNTYPED_EXAMPLES = 5  # untyped values named in a report
 CONSEQUENCES_SHOWN = 5  # consequences named under their root in the text report
 
 
 class FindingKind(TextEnum):
-    """What a violation breaks: one type parameter bound to two types, or a type outside its allowed set."""
+    """What a violation breaks: one type parameter bound to two types, or a type outside its allowed set; and,
+    only when kernels are checked, a node whose types an execution provider has no kernel for (never a
+    `Violation`: `LintReport.kernels.missing` holds those)."""
 
     BINDING_CONFLICT = "type_binding_conflict"
     NOT_ALLOWED = "type_not_allowed"
+    MISSING_KERNEL = "missing_kernel"
 
 
 class LintOutcome(TextEnum):
@@ -114,6 +127,75 @@ class Violation:
 
 
 @dataclass
+class MissingKernel:
+    """A node whose op, schema version and input types the provider's kernel table says have no kernel."""
+
+    node: str
+    node_index: int
+    op_type: str
+    since_version: int
+    binding: dict[str, str]  # the type parameters its inputs bind, as the table keys them
+    subgraph: str
+    provider: str
+    onnxruntime: str
+    kind: FindingKind = FindingKind.MISSING_KERNEL
+
+    @property
+    def label(self) -> str:
+        """The node, prefixed with its subgraph path when it is inside one."""
+        return f"{self.subgraph}/{self.node}" if self.subgraph else self.node
+
+    def message(self) -> str:
+        """One line: which kernel is missing, where."""
+        where = f" in subgraph {printable(self.subgraph)}" if self.subgraph else ""
+        types = ", ".join(f"{param}={value}" for param, value in sorted(self.binding.items()))
+        return (
+            f"No {self.provider} kernel for {self.op_type}({self.since_version}) at {types} in onnxruntime "
+            f"{self.onnxruntime}: node ({printable(self.node)}){where}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        return asdict(self)
+
+
+@dataclass
+class KernelCheck:
+    """What the kernel table said about a model's nodes (see the module's docstring)."""
+
+    provider: str
+    onnxruntime: str
+    nodes_checked: int = 0  # nodes looked up in the table
+    missing: list[MissingKernel] = field(default_factory=list)
+    unknown: dict[str, int] = field(default_factory=dict)  # "Op(since)" -> nodes the table has no answer for
+    type_refused: dict[str, int] = field(default_factory=dict)  # "Op(since)" -> nodes whose types the schema
+    # allows and ONNX Runtime's type check refuses all the same (counted, not reported as missing kernels)
+    not_checked: int = 0  # nodes with a violation, an untyped or non-tensor input, or another domain
+    table: str | None = None  # the cache file the table lives in
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        record = asdict(self)
+        record["missing"] = [m.to_dict() for m in self.missing]
+        return record
+
+    def format(self) -> str:
+        """The report's kernel section."""
+        head = (
+            f"kernels ({self.provider}, onnxruntime {self.onnxruntime}): {self.nodes_checked} node(s) looked up, "
+            f"{len(self.missing)} missing, {sum(self.unknown.values())} unknown, {self.not_checked} not looked up"
+        )
+        lines = [head, *(f"  {m.kind}: {m.message()}" for m in self.missing)]
+        if self.unknown:
+            ops = ", ".join(f"{printable(op)} x{n}" for op, n in sorted(self.unknown.items()))
+            lines.append(f"  unknown (no one-node model, or refused for another reason): {ops}")
+        if self.type_refused:
+            ops = ", ".join(f"{printable(op)} x{n}" for op, n in sorted(self.type_refused.items()))
+            lines.append(f"  types the schema allows, refused by ONNX Runtime's type check: {ops}")
+        return "\n".join(lines)
+
+
+@dataclass
 class LintReport:
     """Every violation in a model, with what could not be checked."""
 
@@ -127,6 +209,7 @@ class LintReport:
     inlined_functions: int = 0  # model-local functions inlined before checking (their nodes get new names)
     untyped_examples: list[str] = field(default_factory=list)  # the first few untyped values, as `subgraph/name`
     notes: list[str] = field(default_factory=list)  # how the check was made, e.g. newest known schemas used
+    kernels: KernelCheck | None = None  # missing kernels, when a provider was asked for (apart from `violations`)
 
     @property
     def clean(self) -> bool:
@@ -161,6 +244,10 @@ class LintReport:
         record = asdict(self)
         if not self.notes:  # records written before notes existed stay valid
             del record["notes"]
+        if self.kernels is None:  # so do records of runs that checked no kernels
+            del record["kernels"]
+        else:
+            record["kernels"] = self.kernels.to_dict()
         record["violations"] = [v.to_dict() for v in self.violations]
         record["clean"] = self.clean
         record["complete"] = self.complete
@@ -168,7 +255,11 @@ class LintReport:
         return record
 
     def format(self) -> str:
-        """A human-readable report."""
+        """A human-readable report: the type check, then the kernel section when kernels were checked."""
+        text = self._format_types()
+        return text if self.kernels is None else f"{text}\n{self.kernels.format()}"
+
+    def _format_types(self) -> str:
         head = (
             f"{self.model_path or '<model>'}: opset {self.opset}, {self.nodes_checked} nodes checked, "
             f"{self.unchecked_count} unchecked, {self.untyped_values} untyped values"
@@ -371,20 +462,75 @@ def _trace(
             derived[name] = by_param.get(formal.type_str, _NONE)
 
 
-def lint_model(model_or_path: ModelLike) -> LintReport:
+def check_kernels(types: ModelTypes, violations: list[Violation], table: KernelTable) -> KernelCheck:
+    """Look every ai.onnx node without a violation up in a provider's kernel table (probing what it lacks, then
+    saving it); the nodes whose entry says `missing`, in graph order."""
+    from where223.graph.kernels import KernelStatus, node_binding
+
+    check = KernelCheck(table.provider, table.onnxruntime_version)
+    violated = {(v.subgraph, v.node_index) for v in violations}
+    unknown: Counter[str] = Counter()
+    refused: Counter[str] = Counter()
+    opset = types.opsets.get("")
+    for scope in types.scopes.values():
+        for index, node in enumerate(scope.graph.node):
+            if opset is None or node.domain not in ("", "ai.onnx") or (scope.path, index) in violated:
+                check.not_checked += 1
+                continue
+            binding = node_binding(node, opset, scope.type_of)
+            if binding is None:
+                check.not_checked += 1
+                continue
+            since, entry = table.status(node.op_type, opset, binding)
+            check.nodes_checked += 1
+            if entry.status == KernelStatus.UNKNOWN:
+                unknown[f"{node.op_type}({since})"] += 1
+            elif entry.status == KernelStatus.TYPE_REFUSED:
+                refused[f"{node.op_type}({since})"] += 1
+            elif entry.status == KernelStatus.MISSING:
+                check.missing.append(MissingKernel(
+                    node=node_label(node, index), node_index=index, op_type=node.op_type, since_version=since,
+                    binding=dict(binding), subgraph=scope.path, provider=table.provider,
+                    onnxruntime=table.onnxruntime_version,
+                ))  # fmt: skip
+    check.unknown, check.type_refused = dict(unknown), dict(refused)
+    try:
+        table.save()
+        check.table = table.path_text()
+    except OSError:  # a cache folder that cannot be written: the answers stand, the next run probes again
+        check.table = None
+    return check
+
+
+def lint_model(
+    model_or_path: ModelLike, provider: str | None = None, kernel_cache: Path | None | bool = None
+) -> LintReport:
     """Lint a model (or the .onnx file at a path; weights are not loaded).
+
+    With `provider` (an execution provider of the installed onnxruntime, e.g. "CPUExecutionProvider"), nodes are
+    also looked up in its kernel table (`report.kernels`; `kernel_cache` as `where223.graph.kernels.kernel_table`
+    takes it). The provider is checked before the model is read: a UsageError for one this onnxruntime lacks.
+
 
     Model-local functions (the dynamo exporter puts whole modules in them) are inlined first with onnx's
     own inliner, so that the nodes inside them are checked at their call sites' types. Raises
     `UnreadableModelError` for a file that is not a model and `MalformedModelError` when onnx's inliner or
     shape inference fails on it.
     """
+    table = None
+    if provider is not None:
+        from where223.graph.kernels import kernel_table
+
+        table = kernel_table(provider, kernel_cache)
     model, path = load_model(model_or_path)
     functions = len(model.functions)
     if functions:
         model = inline_local_functions(model, path)
-    report = lint_types(model_types(model, path), str(path) if path else None)
+    types = model_types(model, path)
+    report = lint_types(types, str(path) if path else None)
     report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
     report.inlined_functions = functions
+    if table is not None:
+        report.kernels = check_kernels(types, report.violations, table)
     return report
 

@@ -198,8 +198,14 @@ def import_onnxruntime() -> Any:
     return onnxruntime
 
 
-def load_session(model_or_path: ModelLike, providers: Sequence[str] = ("CPUExecutionProvider",)):
+def load_session(
+    model_or_path: ModelLike, providers: Sequence[str] = ("CPUExecutionProvider",), probe: bool = False
+):
     """An onnxruntime.InferenceSession for a model or a path; raises ONNX Runtime's own error if it refuses.
+
+    `probe=True` is how `where223.graph.kernels` asks about one kernel: graph optimisations off, so that every node
+    meets its kernel lookup as written, and ONNX Runtime's own error log silenced (a kernel constructor refusing a
+    placeholder attribute is expected there; the refusal is still raised).
 
     A path passes the graph guards first (`where223.graph.loading`): ONNX Runtime reads a model's external
     weights itself and follows a symlink out of its folder, so those are refused here (UnreadableModelError).
@@ -212,7 +218,9 @@ def load_session(model_or_path: ModelLike, providers: Sequence[str] = ("CPUExecu
         guard_for_runtime(model_or_path)
     onnxruntime = import_onnxruntime()
     options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3  # errors only: the refusal itself is raised
+    options.log_severity_level = 4 if probe else 3  # errors only (probes: fatal only): the refusal itself is raised
+    if probe:
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     source = model_or_path.SerializeToString() if isinstance(model_or_path, onnx.ModelProto) else str(model_or_path)
     return onnxruntime.InferenceSession(source, options, providers=list(providers))
 
@@ -221,18 +229,20 @@ def judge(
     model_or_path: ModelLike,
     providers: Sequence[str] = ("CPUExecutionProvider",),
     timeout_s: float | None = None,
+    probe: bool = False,
 ) -> OrtJudgement:
     """Load a model in ONNX Runtime and say what it made of it; a refusal is returned, never raised.
 
     With `timeout_s`, the session is created in a child process killed after that many seconds (verdict
-    TIMEOUT), so no model can hold the caller; a child that dies is OTHER_ERROR with its signal.
+    TIMEOUT), so no model can hold the caller; a child that dies is OTHER_ERROR with its signal. `probe=True`: graph
+    optimisations off and ONNX Runtime's log silenced (`load_session`).
     """
     if timeout_s is not None:
-        return _judge_in_child(model_or_path, providers, timeout_s)
+        return _judge_in_child(model_or_path, providers, timeout_s, probe)
     from where223.errors import UsageError
 
     try:
-        load_session(model_or_path, providers)
+        load_session(model_or_path, providers, probe)
     except (ImportError, UsageError):  # this environment's fault, or an input the guards refuse: not a verdict
         raise
     except Exception as error:  # ONNX Runtime's exception classes share no base but Exception
@@ -240,7 +250,9 @@ def judge(
     return OrtJudgement(OrtVerdict.ACCEPTED)
 
 
-def _judge_in_child(model_or_path: ModelLike, providers: Sequence[str], timeout_s: float) -> OrtJudgement:
+def _judge_in_child(
+    model_or_path: ModelLike, providers: Sequence[str], timeout_s: float, probe: bool = False
+) -> OrtJudgement:
     with tempfile.TemporaryDirectory(prefix="where223-judge-") as scratch:
         if isinstance(model_or_path, (str, os.PathLike)):
             from where223.graph.loading import guard_for_runtime
@@ -255,6 +267,7 @@ def _judge_in_child(model_or_path: ModelLike, providers: Sequence[str], timeout_
         search = [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]  # where223 importable
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, search))}
         command = [sys.executable, "-m", "where223.graph.ort_child", path, json.dumps(list(providers))]
+        command += ["--probe"] if probe else []
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=timeout_s, env=environment, stdin=subprocess.DEVNULL

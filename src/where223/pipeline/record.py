@@ -45,6 +45,15 @@ class ImportBytecode(TypedDict):
     not_measured: str
 
 
+class KernelTableTimes(TypedDict):
+    environment: dict[str, Any]
+    provider: str
+    opsets: list[int]
+    repeat: int
+    runtimes: dict[str, dict[str, Any]]  # onnxruntime version -> its table builds and lint's cost
+    not_measured: str
+
+
 class LintSpeed(TypedDict):
     environment: dict[str, Any]
     recorded_at: str
@@ -73,6 +82,7 @@ RECORDS: dict[str, type] = {
     "benchmarks/command_times.json": CommandTimes,
     "benchmarks/environments.json": Environments,
     "benchmarks/import_bytecode.json": ImportBytecode,
+    "benchmarks/kernel_table.json": KernelTableTimes,
     "benchmarks/lint_speed.json": LintSpeed,
     "benchmarks/sweep_engine.json": SweepEngine,
 }
