@@ -1,4 +1,4 @@
-"""Imports run one way: cli -> study -> sweep, gpt2, eager -> graph, pipeline (and the standalone modules at the
+"""Imports run one way: cli -> study -> sweep, gpt2, eager, fixes -> graph, pipeline (and the standalone modules at the
 package's top: errors, files, enums, outcomes, verdicts, markdown, figures). Read from the source, every import
 statement counted, those inside functions too."""
 
@@ -14,14 +14,15 @@ from where223.pipeline.paths import ROOT
 PACKAGE = ROOT / "src" / "where223"
 # layer -> the layers it must never import
 FORBIDDEN: dict[str, set[str]] = {
-    "graph": {"cli", "study", "sweep", "gpt2", "eager", "pipeline"},
-    "pipeline": {"cli", "study", "sweep", "gpt2", "eager", "graph"},
-    "eager": {"cli", "study", "sweep", "gpt2"},
-    "gpt2": {"cli", "study", "sweep"},
-    "sweep": {"cli", "study", "gpt2", "eager"},
+    "graph": {"cli", "study", "sweep", "gpt2", "eager", "fixes", "pipeline"},
+    "pipeline": {"cli", "study", "sweep", "gpt2", "eager", "fixes", "graph"},
+    "eager": {"cli", "study", "sweep", "gpt2", "fixes"},
+    "fixes": {"cli", "study", "sweep", "gpt2", "eager", "pipeline"},
+    "gpt2": {"cli", "study", "sweep", "fixes"},
+    "sweep": {"cli", "study", "gpt2", "eager", "fixes"},
     "study": {"cli"},
     "cli": set(),
-    "top": {"cli", "study", "sweep", "gpt2", "eager", "graph", "pipeline"},
+    "top": {"cli", "study", "sweep", "gpt2", "eager", "fixes", "graph", "pipeline"},
 }
 
 
@@ -68,11 +69,12 @@ def test_imports_run_one_way():
     ("graph/lint.py", "import where223.gpt2.export\n", "where223.graph.lint imports where223.gpt2.export"),
     ("eager/x.py", "from where223 import gpt2\n", "where223.eager.x imports where223.gpt2"),
     ("errors.py", "from .graph import lint\n", "where223.errors imports where223.graph"),
-], ids=["inside a function", "plain import", "from the package", "relative"])
+    ("fixes/x.py", "from where223.sweep import exporters\n", "where223.fixes.x imports where223.sweep"),
+], ids=["inside a function", "plain import", "from the package", "relative", "a fix naming the engine"])
 def test_control_a_backward_import_is_caught(tmp_path, where, source, expected):
     path = tmp_path / where
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
-    for folder in ("sweep", "graph", "eager", "study", "gpt2", "pipeline", "cli"):  # the layers as folders
+    for folder in ("sweep", "graph", "eager", "fixes", "study", "gpt2", "pipeline", "cli"):  # the layers as folders
         (tmp_path / folder).mkdir(exist_ok=True)
     assert violations(tmp_path) == [expected]

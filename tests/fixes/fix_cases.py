@@ -1,0 +1,94 @@
+"""Small modules, one per refusal class the export-time fixes are for, each exported plain and with the fixes and
+judged by ONNX Runtime's CPU provider; run as a script in any stack's interpreter (`python fix_cases.py OUT.json`),
+it writes {case: {"plain": verdict, "fixed": verdict, ...}}. Verdicts are `where223.graph.ort`'s."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+
+class Attention(torch.nn.Module):
+    """SDPA with a boolean mask and a Python-float scale (transformers' sdpa_attention passes both)."""
+
+    def forward(self, q, mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask, scale=0.125)
+
+
+class NormConv(torch.nn.Module):
+    """A LayerNorm handed bf16 activations and float weights under CPU autocast, then a Conv1d."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.norm = torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)
+        self.conv = torch.nn.Conv1d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        h = self.linear(x)
+        return self.conv(self.norm(h + h).transpose(1, 2))
+
+
+class EinsumScale(torch.nn.Module):
+    """An einsum, and a Python scalar from a size dividing a bf16 tensor (the exporter's Cast(to=15))."""
+
+    def forward(self, x, y):
+        return torch.einsum("bij,bjk->bik", x, y) / (x.size(-1) ** 0.5)
+
+
+def cases():
+    torch.manual_seed(0)
+    q, mask = torch.randn(1, 2, 4, 8), torch.ones(4, 4, dtype=torch.bool)
+    x, y = torch.randn(2, 5, 8), torch.randn(2, 8, 3)
+    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    return {
+        "sdpa_bf16": (Attention(), (q.bfloat16(), mask), contextlib.nullcontext),
+        "sdpa_fp16": (Attention(), (q.half(), mask), contextlib.nullcontext),
+        "layer_norm_conv_autocast": (NormConv().eval(), (x,), autocast),
+        "conv_bf16": (NormConv().eval().bfloat16(), (x.bfloat16(),), contextlib.nullcontext),
+        "einsum_scale_bf16": (EinsumScale(), (x[:, :4].bfloat16(), y.bfloat16()), contextlib.nullcontext),
+    }
+
+
+def judge(path: Path) -> str:
+    from where223.graph.ort import judge as ort_judge
+
+    return str(ort_judge(path).verdict)
+
+
+def main(out: str, exporters: list[str]) -> None:
+    from where223.fixes import export_dynamo_fixed, fixed
+
+    warnings.filterwarnings("ignore")
+    results = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for exporter in exporters:
+            for name, (module, args, context) in cases().items():
+                found = {}
+                for fix in (False, True):
+                    path = Path(scratch) / f"{exporter}-{name}-{fix}.onnx"
+                    try:
+                        with context():
+                            if exporter == "dynamo" and fix:
+                                export_dynamo_fixed(torch, module, args, path, opset="auto", input_names=[])
+                            elif exporter == "dynamo":
+                                torch.onnx.export(module, args, str(path), dynamo=True)
+                            else:
+                                kwargs = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
+                                with fixed("torchscript", 17) if fix else contextlib.nullcontext():
+                                    torch.onnx.export(module, args, str(path), opset_version=17,
+                                                      do_constant_folding=False, **kwargs)
+                        found["fixed" if fix else "plain"] = judge(path)
+                    except Exception as error:  # noqa: BLE001 - an export that fails is a result
+                        found["fixed" if fix else "plain"] = f"not_exported: {type(error).__name__}"
+                results[f"{exporter}/{name}"] = found
+    Path(out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:] or ["torchscript"])
