@@ -55,7 +55,8 @@ def test_every_question_package_has_the_same_roles():
     import importlib.util
 
     packages = study_packages()
-    assert packages == [f"where223.study.{name}" for name in ("architectures", "classes", "fix", "matrix", "variants")]
+    names = ("architectures", "classes", "fix", "matrix", "remedies", "variants")
+    assert packages == [f"where223.study.{name}" for name in names]
 
     def missing(roles: tuple[str, ...]) -> list[str]:
         return [f"{package}.{role}" for package in packages for role in roles

@@ -233,16 +233,17 @@ def cause(report: Report) -> None:
 
 
 def sections() -> list[Callable[[Report], None]]:
-    """Sections 1-2 (the failure and its cause) from here, then each question's own `section` (3-7), in order, and
+    """Sections 1-2 (the failure and its cause) from here, then each question's own `section` (3-8), in order, and
     the appendix of question 7's refusal groups."""
     from where223.study.architectures import section as architectures
     from where223.study.classes import section as classes
     from where223.study.fix import section as fix
     from where223.study.matrix import section as matrix
+    from where223.study.remedies import section as remedies
     from where223.study.variants import section as variants
 
     return [failure, cause, fix.section, variants.section, matrix.section, architectures.section, classes.section,
-            classes.appendix]
+            remedies.section, classes.appendix]
 
 
 def build(outputs: Path = OUTPUTS, plan: Path = DEFAULT_PLAN) -> str:

@@ -75,9 +75,10 @@ def _numpy(torch: Any, tensor: Any) -> Any:
 
 
 def compare_outputs(
-    graph_outputs: list[Any], reference: list[Any], reduced: str, execution: str
+    graph_outputs: list[Any], reference: list[Any], reduced: str, execution: str, limit: float | None = None
 ) -> dict[str, Any]:
-    """max |graph - eager| / max |eager| over every floating output, judged against the type's tolerance."""
+    """max |graph - eager| / max |eager| over every floating output, judged against the type's tolerance (or
+    `limit`, fixed by the caller before the run)."""
     import numpy as np
 
     if len(graph_outputs) != len(reference):
@@ -105,7 +106,7 @@ def compare_outputs(
     if not rows:
         return {"status": NOT_MEASURED, "reason": "no floating output with finite values"}
     worst = max(rows, key=lambda row: (row["nonfinite_in_graph"] > 0, row["relative"]))
-    limit = tolerance(reduced)
+    limit = tolerance(reduced) if limit is None else limit
     within = worst["relative"] <= limit and not any(row["nonfinite_in_graph"] for row in rows)
     return {"status": "measured", "execution": execution, "reduced": reduced, "tolerance": limit,
             "relative": worst["relative"], "within_tolerance": within, "outputs": rows[:RUN_OUTPUTS_LIMIT]}
@@ -209,9 +210,24 @@ def explain_module(
     """Every stage after building, for any module called as `module(*inputs.values())` that returns its outputs:
     the recipe, the eager run with its kernels, the export with its emitters, the judgement, lint, blame with
     evidence, and the graph's outputs against eager. Fills `record` (failures recorded, not raised)."""
+    module, inputs, reference, table = eager_stage(record, timed, module, inputs, recipe, mode)
+    if export_stage(record, timed, module, inputs, onnx_path, recipe, exporter, opset, mode, table):
+        numerics_stage(record, timed, onnx_path, inputs, reference, recipe)
+    return record
+
+
+def eager_stage(
+    record: dict[str, Any],
+    timed: Callable[[str, Callable[[], Any]], Any],
+    module: Any,
+    inputs: dict[str, Any],
+    recipe: Recipe,
+    mode: str = "eval",
+) -> tuple[Any, dict[str, Any], list[Any] | None, Any]:
+    """The recipe applied, and the eager run under it with every kernel's dtypes recorded: (module, inputs as the
+    recipe made them, the reference outputs as numpy arrays or None when eager failed, the kernel table)."""
     import torch
 
-    from where223.eager.emitters import recording
     from where223.eager.kernels import KernelTable, record_kernels
 
     record["built"] = record["fed"] = True
@@ -230,8 +246,27 @@ def explain_module(
                            "mixed_lines": dict(list(mixed.items())[:MIXED_LIMIT]), "mixed_line_count": len(mixed)}
     except Exception as exc:  # noqa: BLE001 - eager failing under the recipe is a result; the export still runs
         record["eager"] = {"error": describe_error(exc, "eager")}
+    return module, inputs, reference, table
+
+
+def export_stage(
+    record: dict[str, Any],
+    timed: Callable[[str, Callable[[], Any]], Any],
+    module: Any,
+    inputs: dict[str, Any],
+    onnx_path: Path,
+    recipe: Recipe,
+    exporter: str,
+    opset: int | str,
+    mode: str,
+    table: Any,
+) -> bool:
+    """The export with its emitters recorded (by the exporter's base name: `dynamo+fixes` records dynamo's), the
+    judgement, lint, and blame with evidence; whether the model was exported."""
+    from where223.eager.emitters import recording
+
     try:
-        with warnings.catch_warnings(record=True) as caught, recording(exporter) as emitters:
+        with warnings.catch_warnings(record=True) as caught, recording(exporter.split("+")[0]) as emitters:
             warnings.simplefilter("always")
             try:
                 record["export"] = timed(
@@ -243,11 +278,11 @@ def explain_module(
     except NotApplicable as exc:
         record["outcome"] = Outcome.NOT_APPLICABLE
         record["reason"] = str(exc)
-        return record
+        return False
     except Exception as exc:  # noqa: BLE001 - a failed export is the measurement
         record["outcome"] = Outcome.NOT_EXPORTED
         record["error"] = describe_error(exc, "export")
-        return record
+        return False
     record["exported"] = True
     record["onnx_bytes"] = onnx_path.stat().st_size
     _opset_of(record, onnx_path)
@@ -263,16 +298,36 @@ def explain_module(
         _evidence(record, table, emitters, onnx_path)
     except Exception as exc:  # noqa: BLE001
         record["blame_error"] = describe_error(exc, "blame")
-    if record["outcome"] in (Outcome.ACCEPTED, Outcome.MISSING_KERNEL) and reference is None:
-        record["numerics"] = {"status": NOT_MEASURED, "reason": "eager PyTorch did not run the model under the recipe"}
-    elif record["outcome"] in (Outcome.ACCEPTED, Outcome.MISSING_KERNEL):
-        feeds = {name: _numpy(torch, t) for name, t in inputs.items()}
-        try:
-            graph_outputs, execution = timed("numerics", lambda: run_graph(onnx_path, feeds, record["outcome"]))
-            record["numerics"] = compare_outputs(graph_outputs, reference, reduced_type(recipe), execution)
-        except Exception as exc:  # noqa: BLE001 - a graph that cannot be run here is not measured, with why
-            record["numerics"] = {"status": NOT_MEASURED, "reason": f"{type(exc).__name__}: {str(exc)[:400]}"}
-    return record
+    return True
+
+
+def feeds_of(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The recipe's inputs as numpy arrays, by name: what the graph is fed."""
+    import torch
+
+    return {name: _numpy(torch, t) for name, t in inputs.items()}
+
+
+def numerics_stage(
+    record: dict[str, Any],
+    timed: Callable[[str, Callable[[], Any]], Any],
+    onnx_path: Path,
+    inputs: dict[str, Any],
+    reference: list[Any] | None,
+    recipe: Recipe,
+    stage: str = "numerics",
+) -> None:
+    """An accepted graph's outputs (a `missing_kernel` one's emulated) against eager's, into `record[stage]`."""
+    if record.get("outcome") not in (Outcome.ACCEPTED, Outcome.MISSING_KERNEL):
+        return
+    if reference is None:
+        record[stage] = {"status": NOT_MEASURED, "reason": "eager PyTorch did not run the model under the recipe"}
+        return
+    try:
+        graph_outputs, execution = timed(stage, lambda: run_graph(onnx_path, feeds_of(inputs), record["outcome"]))
+        record[stage] = compare_outputs(graph_outputs, reference, reduced_type(recipe), execution)
+    except Exception as exc:  # noqa: BLE001 - a graph that cannot be run here is not measured, with why
+        record[stage] = {"status": NOT_MEASURED, "reason": f"{type(exc).__name__}: {str(exc)[:400]}"}
 
 
 def _opset_of(record: dict[str, Any], onnx_path: Path) -> None:

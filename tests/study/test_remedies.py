@@ -1,0 +1,142 @@
+"""The remedies study: its plan drawn from the class records, its counts, its regressions and its section, from
+records built here (each count shown failing on a record built to break it), then one cell end to end on today's
+stack (BERT in fp16 with the TorchScript exporter: refused plainly, accepted after the repair and with the fixes,
+each within its tolerance of eager, each control failing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from where223.pipeline.paths import ROOT
+from where223.study.remedies import analysis
+from where223.sweep import stacks
+
+LN = (
+    "Type Error: Type parameter (T) of Optype (LayerNormalization) bound to different types (tensor(float) and "
+    "tensor(float16) in node (n)."
+)
+
+
+def class_record(model, outcome, recipe="fp16_model", exporter="torchscript", stack="today", message=LN):
+    binding = {"op_type": "LayerNormalization", "node": "n", "bound_types": ["tensor(float)", "tensor(float16)"]}
+    return {
+        "model_type": model,
+        "outcome": outcome,
+        "key": {"stack": stack, "recipe": recipe, "exporter": exporter},
+        "ort": {
+            "message": message if outcome == "type_error" else None,
+            "type_binding": binding if outcome == "type_error" else None,
+        },
+    }
+
+
+def numerics(within, control_fails=True):
+    return {
+        "status": "measured",
+        "reduced": "fp16",
+        "tolerance": 0.0078125,
+        "relative": 1e-3 if within else 0.5,
+        "within_tolerance": within,
+        "execution": "ONNX Runtime CPU",
+        "control": {"relative": 0.9, "fails_as_built": control_fails},
+    }
+
+
+def remedy_record(model, plain="type_error", repaired="accepted", fixed="accepted", within=True, control=True):
+    base = class_record(model, plain)
+    return {
+        **base,
+        "plain": {"outcome": plain, "ort": base["ort"]},
+        "repair": {"status": "repaired", "outcome": repaired, "numerics": numerics(within, control)},
+        "fixed": {"outcome": fixed, "numerics": numerics(within, control), "export": {"fixes": ["sdpa_in_query_type"]}},
+        "pair": {"status": "measured", "within_tolerance": within, "reduced": "fp16", "tolerance": 0.015625},
+    }
+
+
+def test_plan_takes_each_class_in_turn_then_samples_blind_to_results():
+    rows = [class_record(m, "type_error") for m in ("a", "b", "c")]
+    rows += [
+        class_record(
+            "d",
+            "type_error",
+            recipe="bf16_model",
+            message="Type Error: Type 'tensor(bfloat16)' of "
+            "input parameter (x) of operator (Conv) in node (c) is invalid.",
+        )
+    ]
+    rows[-1]["ort"]["type_binding"] = None
+    rows += [class_record(m, "accepted") for m in ("p", "q", "r", "s")]
+    lines = analysis.plan_lines(rows, "today")
+    assert lines[:2] == ["a fp16_model torchscript auto", "d bf16_model torchscript auto"]  # one of each class first
+    assert lines[2:4] == ["b fp16_model torchscript auto", "c fp16_model torchscript auto"]
+    samples = lines[4:]
+    assert len(samples) == analysis.SAMPLES_PER_COLUMN and all(" fp16_model " in s for s in samples)
+    assert analysis.plan_lines(rows, "2022") == []  # the other stack's records give no cell
+
+
+def test_tally_counts_and_each_count_fails_on_its_broken_record():
+    good = [remedy_record("a"), remedy_record("b")]
+    counted = analysis.tally(good)
+    assert counted["refused_before"] == 2 and counted["repair_accepted"] == 2 and counted["fix_accepted"] == 2
+    assert (
+        counted["repair_within_tolerance"] == counted["fix_within_tolerance"] == counted["pair_within_tolerance"] == 2
+    )
+    assert counted["controls_run"] == counted["controls_failed_as_built"] == 4
+    broken = analysis.tally([remedy_record("a", repaired="type_error", fixed="type_error", within=False,
+                                           control=False)])  # fmt: skip
+    assert broken["repair_accepted"] == broken["fix_accepted"] == 0
+    assert broken["repair_within_tolerance"] == broken["pair_within_tolerance"] == 0
+    assert broken["controls_failed_as_built"] == 0 and broken["controls_run"] == 2
+
+
+def test_summary_joins_classes_and_finds_a_regressed_sample():
+    class_rows = [class_record("a", "type_error"), class_record("s", "accepted"), class_record("t", "accepted")]
+    regressed = remedy_record("t", plain="accepted", fixed="type_error")
+    rows = [remedy_record("a"), remedy_record("s", plain="accepted"), regressed]
+    found = analysis.summary(rows, class_rows)
+    entry = found["classes"][0]
+    assert (entry["operator"], entry["members"], entry["rerun"], entry["refused_alike"]) == (
+        "LayerNormalization",
+        1,
+        1,
+        1,
+    )
+    assert found["samples"]["today/fp16_model/torchscript"]["regressed"] == ["t"]  # the control: its fix is refused
+    assert found["tolerances"]["against_eager"] == {"fp16": [0.0078125]}
+
+
+@pytest.mark.slow
+def test_bert_fp16_torchscript_cell_on_today_s_stack(tmp_path):
+    environment = stacks.load_stacks().environments["today"]
+    if not (stacks.env_root(environment) / stacks.READY).is_file():
+        missing = "today's stack is not built here: `make stack-today` builds it (.ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    python = stacks.env_root(environment) / "bin" / "python"
+    key = {"model": "bert", "recipe": "fp16_model", "exporter": "torchscript", "opset": "auto", "mode": "eval"}
+    out = tmp_path / "record.json"
+    command = [str(python), "-m", "where223.sweep.cell", "--cell", json.dumps(key), "--stack",
+               json.dumps({"torch": "2.14.1", "transformers": "5.24.0"}), "--onnx", str(tmp_path / "model.onnx"),
+               "--out", str(out), "--runner", "where223.study.remedies.run"]  # fmt: skip
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT / "src"),
+        "HOME": str(tmp_path),
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["plain"]["outcome"] == "type_error"  # the control: refused as the class sweep found
+    for part in ("repair", "fixed"):
+        assert record[part]["outcome"] == "accepted", part
+        checked = record[part]["numerics"]
+        assert checked["within_tolerance"] is True and checked["control"]["fails_as_built"] is True, part
+    assert record["pair"]["within_tolerance"] is True
