@@ -189,3 +189,22 @@ def test_a_wrong_cast_target_is_retargeted_at_its_root():
     refused = r"Cast_15: tensor\(complex128\) is not allowed for T2 of Cast at opset 17 and no allowed type holds it"
     with pytest.raises(RepairError, match=refused):
         repair(neither)
+
+
+def test_a_bf16_constant_of_shape_is_computed_in_float_with_its_value_retyped():
+    """ConstantOfShape's T2 comes from its `value` attribute alone (bf16 allowed from opset 20): the repair makes
+    the value float (1.5 holds exactly) and casts the output back; the control, the repaired node with its value
+    put back to bf16, is the violation again."""
+    value = helper.make_tensor("v", T.BFLOAT16, [1], [1.5])
+    model = _model([helper.make_node("ConstantOfShape", ["s"], ["y"], value=value)],
+                   [helper.make_tensor_value_info("s", T.INT64, [1])],
+                   [helper.make_tensor_value_info("y", T.BFLOAT16, None)])  # fmt: skip
+    assert lint_model(model).violations
+    repaired, changes = repair(model)
+    assert changes and not lint_model(repaired).violations
+    node = next(n for n in repaired.graph.node if n.op_type == "ConstantOfShape")
+    retyped = onnx.numpy_helper.to_array(node.attribute[0].t)
+    assert node.attribute[0].t.data_type == T.FLOAT and retyped.tolist() == [1.5]
+    assert judge(repaired).verdict != OrtVerdict.TYPE_ERROR
+    node.attribute[0].t.CopyFrom(value)  # the control
+    assert [v.op_type for v in lint_model(repaired).violations] == ["ConstantOfShape"]

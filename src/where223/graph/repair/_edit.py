@@ -17,6 +17,9 @@ from where223.graph.schema import signature
 from where223.graph.types import ModelTypes
 
 UNKNOWN = "an unknown type"
+# operators whose output type is given by an attribute, not by an input: the attribute a repair retypes with it
+TYPING_ATTRIBUTES = {"ConstantOfShape": "value", "EyeLike": "dtype", "RandomNormal": "dtype",
+                     "RandomUniform": "dtype", "RandomNormalLike": "dtype", "RandomUniformLike": "dtype"}
 
 
 def _graphs(graph: ir.Graph, path: str = "") -> list[tuple[str, ir.Graph]]:
@@ -151,12 +154,29 @@ class Editor:
 
     def compute_in(self, violation: Violation, to_type: str, why: str) -> None:
         """Have the violation's node compute its type parameter in `to_type`: each value bound to it of another
-        type is cast to `to_type` on the way in, and back to its own type on the way out."""
+        type is cast to `to_type` on the way in, and back to its own type on the way out; where an attribute gives
+        the parameter its type (ConstantOfShape's `value`, EyeLike's `dtype`), that attribute is retyped too."""
         for binding in violation.bindings:
             if binding.type == to_type:
                 continue
             cast = self.cast_input if binding.io == "input" else self.cast_output
             cast(violation.subgraph, violation.node_index, binding.position, to_type, why)
+        if not any(b.io == "input" for b in violation.bindings):
+            self.retype_attribute(violation, to_type)
+
+    def retype_attribute(self, violation: Violation, to_type: str) -> None:
+        """The attribute that types an output-only parameter, converted to `to_type` (its values kept exactly: the
+        rules only choose a type that holds the old one)."""
+        node = self.node(violation.subgraph, violation.node_index)
+        name = TYPING_ATTRIBUTES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        attribute = node.attributes.get(name) if name else None
+        if attribute is None:
+            return
+        if attribute.type == ir.AttributeType.TENSOR:
+            array = attribute.value.numpy().astype(ir.DataType(elem_type_of(to_type)).numpy())
+            node.attributes[name] = ir.AttrTensor(name, ir.tensor(array, name=attribute.value.name))
+        elif attribute.type == ir.AttributeType.INT:
+            node.attributes[name] = ir.AttrInt64(name, elem_type_of(to_type))
 
     def result(self) -> onnx.ModelProto:
         return ir.serde.serialize_model(self.model)
