@@ -130,14 +130,17 @@ def _cycle_in(graph: onnx.GraphProto, where: str) -> str | None:
     nowhere in this graph (inputs, initializers, outer scope, missing) are no dependency.
     """
     nodes = list(graph.node)
-    produced = {out for node in nodes for out in node.output}
-    produced.discard("")
+    # the common case, checked in one pass: listed in a topological order, i.e. no node reads a value that a node
+    # listed at or after it produces (values read before any node produces them, then produced, mean out of order)
     available: set[str] = set()
-    for node in nodes:  # the common case: listed in a topological order, checked in one pass
-        if any(name in produced and name not in available for name in _reads(node)):
-            break
+    early: set[str] = set()  # values read where no node listed before has produced them
+    for node in nodes:
+        for name in node.input if not node.attribute else _reads(node):
+            if name not in available:
+                early.add(name)
         available.update(node.output)
-    else:
+    early.discard("")
+    if early.isdisjoint(available):
         return None
     producer: dict[str, int] = {}
     for index, node in enumerate(nodes):

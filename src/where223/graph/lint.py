@@ -38,7 +38,7 @@ from where223.enums import TextEnum
 from where223.errors import printable
 from where223.graph.loading import ModelLike, inline_local_functions, load_model, node_label, subgraph_path
 from where223.graph.schema import Signature, formal_pairs, signature_for
-from where223.graph.types import ModelTypes, Scope, model_types
+from where223.graph.types import ModelTypes, Scope, model_types, types_of_loaded
 
 if TYPE_CHECKING:
     from where223.graph.kernels import KernelTable
@@ -321,7 +321,41 @@ def _expected_type(bindings: list[Binding]) -> str:
 def _check_node(
     node: onnx.NodeProto, index: int, sig: Signature, scope: Scope
 ) -> tuple[list[Violation], list[str]]:
-    """The violations of one node and the names of its values that had no known type."""
+    """The violations of one node and the names of its values that had no known type.
+
+    The common case first, in one pass building nothing: every type parameter bound to one type, an admitted
+    one, is no violation; anything else is looked at in full by `_node_violations`.
+    """
+    maps = scope.types.maps
+    inputs, outputs = node.input, node.output
+    untyped: list[str] = []
+    bound: dict[str, str] = {}  # type parameter -> the first type bound to it
+    for actual, pairs in zip((inputs, outputs), sig.pairing(len(inputs), len(outputs)), strict=True):
+        for position, formal in pairs:
+            name = actual[position]
+            if not name:
+                continue
+            for types in maps:  # scope.type_of(name), inlined: this runs for every value of every node
+                value_type = types.get(name)
+                if value_type is not None:
+                    break
+            if value_type is None:
+                untyped.append(name)
+                continue
+            first = bound.get(formal.type_str)
+            if first is None:
+                if value_type not in sig.admitted(formal.type_str):
+                    return _node_violations(node, index, sig, scope)
+                bound[formal.type_str] = value_type
+            elif first != value_type:
+                return _node_violations(node, index, sig, scope)
+    return [], untyped
+
+
+def _node_violations(
+    node: onnx.NodeProto, index: int, sig: Signature, scope: Scope
+) -> tuple[list[Violation], list[str]]:
+    """`_check_node` in full: every value bound to each type parameter, then its violations."""
     by_param: dict[str, list[tuple[str, int, str, str]]] = {}  # Binding's fields, built only when reported
     homogeneous: dict[str, bool] = {}
     untyped: list[str] = []
@@ -378,17 +412,23 @@ def lint_types(types: ModelTypes, model_path: str | None = None) -> LintReport:
         notes=list(types.notes),
     )
     unchecked: Counter[str] = Counter()
+    signatures: dict[tuple[str, str], Signature | None] = {}  # signature_for, once per op of the model
     for scope in types.scopes.values():
         for index, node in enumerate(scope.graph.node):
-            sig = signature_for(node, types.opsets)
+            key = (node.domain, node.op_type)
+            if key not in signatures:
+                signatures[key] = signature_for(node, types.opsets)
+            sig = signatures[key]
             if sig is None:
                 unchecked[f"{node.domain or 'ai.onnx'}:{node.op_type}"] += 1
                 continue
             found, untyped = _check_node(node, index, sig, scope)
-            report.violations.extend(found)
-            report.untyped_values += len(untyped)
-            room = UNTYPED_EXAMPLES - len(report.untyped_examples)
-            report.untyped_examples.extend(f"{scope.path}/{n}" if scope.path else n for n in untyped[:room])
+            if found:
+                report.violations.extend(found)
+            if untyped:
+                report.untyped_values += len(untyped)
+                room = UNTYPED_EXAMPLES - len(report.untyped_examples)
+                report.untyped_examples.extend(f"{scope.path}/{n}" if scope.path else n for n in untyped[:room])
             report.nodes_checked += 1
     report.unchecked = dict(unchecked)
     if report.violations:
@@ -418,7 +458,9 @@ def _mark_consequences(types: ModelTypes, violations: list[Violation]) -> None:
     for v in violations:
         at_node.setdefault((v.subgraph, v.node_index), []).append(v)
     order = {label: position for position, label in enumerate(v.label for v in violations)}
-    _trace(types.scopes[""].graph, "", ChainMap(), at_node, types.opsets, order)
+    # with every violation in the main graph, nothing derives from one before the first: the walk starts there
+    start = 0 if any(v.subgraph for v in violations) else min(v.node_index for v in violations)
+    _trace(types.scopes[""].graph, "", ChainMap(), at_node, types.opsets, order, start)
 
 
 def _trace(
@@ -428,16 +470,39 @@ def _trace(
     at_node: dict[tuple[str, int], list[Violation]],
     opsets: dict[str, int],
     order: dict[str, int],  # violation label -> its position in graph order
+    start: int = 0,  # the first node that any violation may reach
 ) -> None:
-    for index, node in enumerate(graph.node):
-        from_inputs = frozenset().union(*(derived.get(name, _NONE) for name in node.input if name))
+    maps, own = derived.maps, derived.maps[0]  # derived.get and derived[...] = without ChainMap's per-call cost
+    for index, node in enumerate(graph.node[start:], start):
+        from_inputs = _NONE
+        for name in node.input:
+            if name:
+                for values in maps:
+                    found = values.get(name)
+                    if found is not None:
+                        if found:
+                            from_inputs = found if not from_inputs else from_inputs | found
+                        break
         from_bodies: frozenset[str] = _NONE
         bodies = [
             (attr.name, attr.g) if attr.type == onnx.AttributeProto.GRAPH else (f"{attr.name}[{k}]", sub)
             for attr in node.attribute
             if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
             for k, sub in enumerate([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
-        ]
+        ] if node.attribute else []
+        if not from_inputs and not bodies and (path, index) not in at_node:
+            # the common case: nothing reaches this node, so each output it types derives from nothing; in the
+            # main graph a name derives from nothing when absent, so only a name seen before is set
+            if len(maps) == 1:
+                for out in node.output:
+                    if out in own:
+                        break
+                else:
+                    continue
+            sig = signature_for(node, opsets)
+            for out in node.output if sig is None else (name for _, name, _ in formal_pairs(node.output, sig.outputs)):
+                own[out] = _NONE
+            continue
         for name, body in bodies:
             inner = derived.new_child({value.name: from_inputs for value in body.input})
             _trace(body, subgraph_path(path, node, index, name), inner, at_node, opsets, order)
@@ -511,7 +576,6 @@ def lint_model(
     also looked up in its kernel table (`report.kernels`; `kernel_cache` as `where223.graph.kernels.kernel_table`
     takes it). The provider is checked before the model is read: a UsageError for one this onnxruntime lacks.
 
-
     Model-local functions (the dynamo exporter puts whole modules in them) are inlined first with onnx's
     own inliner, so that the nodes inside them are checked at their call sites' types. Raises
     `UnreadableModelError` for a file that is not a model and `MalformedModelError` when onnx's inliner or
@@ -524,9 +588,9 @@ def lint_model(
         table = kernel_table(provider, kernel_cache)
     model, path = load_model(model_or_path)
     functions = len(model.functions)
-    if functions:
+    if functions:  # the inlined model is a new one: model_types passes it through the guards again
         model = inline_local_functions(model, path)
-    types = model_types(model, path)
+    types = model_types(model, path) if functions else types_of_loaded(model, path)
     report = lint_types(types, str(path) if path else None)
     report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
     report.inlined_functions = functions

@@ -40,6 +40,23 @@ class Signature:
         found = self._admitted_sets.get(type_str)
         return frozenset((type_str,)) if found is None else found
 
+    def pairing(self, inputs: int, outputs: int) -> tuple[tuple[tuple[int, Formal], ...], ...]:
+        """`formal_pairs` of a node with this many inputs and outputs, every name present, as (position, formal)
+        for the inputs, then for the outputs: built once per signature and count (a node's empty names are for
+        its caller to skip)."""
+        key = (inputs, outputs)
+        found = self._pairings.get(key)
+        if found is None:
+            found = self._pairings[key] = tuple(
+                tuple((position, formal) for position, _, formal in formal_pairs(["-"] * count, formals))
+                for count, formals in ((inputs, self.inputs), (outputs, self.outputs))
+            )
+        return found
+
+    @functools.cached_property
+    def _pairings(self) -> dict[tuple[int, int], tuple[tuple[tuple[int, Formal], ...], ...]]:
+        return {}
+
     @functools.cached_property
     def _constraint_map(self) -> dict[str, tuple[str, ...]]:
         return dict(self.constraints)
@@ -98,6 +115,8 @@ def formal_pairs(actual: Sequence[str], formals: tuple[Formal, ...]) -> list[tup
     A trailing variadic formal takes all remaining names; empty names (omitted optionals) and names
     beyond the schema's formals are left out.
     """
+    if len(actual) <= len(formals):  # the common case: every name has its own formal
+        return [(position, name, formals[position]) for position, name in enumerate(actual) if name]
     pairs = []
     for position, name in enumerate(actual):
         if position < len(formals):

@@ -197,6 +197,7 @@ class _Builder:
         self.opsets, self.notes = usable_opsets(self.declared)
         self.inferred = _InferredTypes(model, path, self.opsets)
         self.scopes: dict[str, Scope] = {}
+        self.initializer_types: dict[tuple[int, tuple[int, ...]], tuple[onnx.TypeProto, str | None]] = {}
 
     def build(
         self,
@@ -214,9 +215,9 @@ class _Builder:
         )
         own_types, own_protos, own_sources = scope.types.maps[0], scope.protos.maps[0], scope.sources.maps[0]
 
-        def put(name: str, proto: onnx.TypeProto | None, source: str) -> None:
+        def put(name: str, proto: onnx.TypeProto | None, source: str, text: str | None = None) -> None:
             if name and name not in own_types and proto is not None:
-                text = type_string(proto)
+                text = text or type_string(proto)
                 if text is not None:
                     own_types[name], own_protos[name], own_sources[name] = text, proto, source
 
@@ -224,8 +225,14 @@ class _Builder:
             put(value.name, value.type, "input")
         for value, proto in zip(graph.input, implied_inputs, strict=False):  # for inputs declared without a type
             put(value.name, proto, "body_input")
-        for init in graph.initializer:
-            put(init.name, tensor_type(init.data_type, list(init.dims)), "initializer")
+        for init in graph.initializer:  # one TypeProto and type string per element type and shape
+            if init.name and init.name not in own_types:  # those put takes
+                key = (init.data_type, tuple(init.dims))
+                known = self.initializer_types.get(key)
+                if known is None:
+                    proto = tensor_type(init.data_type, list(init.dims))
+                    known = self.initializer_types[key] = (proto, type_string(proto))
+                put(init.name, known[0], "initializer", known[1])
         for sparse in graph.sparse_initializer:
             put(sparse.values.name, tensor_type(sparse.values.data_type, list(sparse.dims)), "initializer")
         for node in graph.node:
@@ -235,15 +242,21 @@ class _Builder:
             put(value.name, value.type, "output")
         for value in graph.value_info:
             put(value.name, value.type, "value_info")
-        for name, proto in self.inferred.types(path).items():
-            put(name, proto, "inferred")
+        for name, proto in self.inferred.types(path).items():  # put(name, proto, "inferred"), inlined: one per value
+            if name and name not in own_types:
+                text = type_string(proto)
+                if text is not None:
+                    own_types[name], own_protos[name], own_sources[name] = text, proto, "inferred"
 
         self.scopes[path] = scope
+        type_maps = scope.types.maps
         for index, node in enumerate(graph.node):
-            branches = self._build_subgraphs(node, index, scope)
-            if any(out and scope.type_of(out) is None for out in node.output):
-                for name, proto in self._fallback(node, scope, branches).items():
-                    put(name, proto, "propagated")
+            branches = self._build_subgraphs(node, index, scope) if node.attribute else {}
+            for out in node.output:  # any output untyped? (scope.type_of(out) is None, inlined: runs for every node)
+                if out and not any(out in types for types in type_maps):
+                    for name, proto in self._fallback(node, scope, branches).items():
+                        put(name, proto, "propagated")
+                    break
         return scope
 
     def _build_subgraphs(self, node: onnx.NodeProto, index: int, scope: Scope) -> dict[str, Scope]:
@@ -328,7 +341,13 @@ def model_types(source: ModelLike, path: Path | None = None) -> ModelTypes:
     `path` names an in-memory model in errors; MalformedModelError when onnx's shape inference fails on it.
     """
     model, loaded_from = load_model(source)
-    builder = _Builder(model, loaded_from or path)
+    return types_of_loaded(model, loaded_from or path)
+
+
+def types_of_loaded(model: onnx.ModelProto, path: Path | None = None) -> ModelTypes:
+    """`model_types` of a model that `load_model` has just returned, without running its guards a second time
+    (they are a walk over every node: a large graph pays for it once)."""
+    builder = _Builder(model, path)
     builder.build(model.graph, "", None)
     opsets = {"opsets": builder.opsets, "declared_opsets": builder.declared}
     return ModelTypes(scopes=builder.scopes, notes=builder.notes, **opsets)
