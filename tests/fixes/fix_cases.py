@@ -61,6 +61,14 @@ def judge(path: Path) -> str:
     return str(ort_judge(path).verdict)
 
 
+def cast_targets(path: Path) -> list[int]:
+    """The `to` of every Cast in the file, each once, sorted."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return sorted({a.i for n in model.graph.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"})
+
+
 def main(out: str, exporters: list[str]) -> None:
     from where223.fixes import export_dynamo_fixed, fixed
 
@@ -84,6 +92,7 @@ def main(out: str, exporters: list[str]) -> None:
                                     torch.onnx.export(module, args, str(path), opset_version=17,
                                                       do_constant_folding=False, **kwargs)
                         found["fixed" if fix else "plain"] = judge(path)
+                        found[("fixed" if fix else "plain") + "_casts"] = cast_targets(path)
                     except Exception as error:  # noqa: BLE001 - an export that fails is a result
                         found["fixed" if fix else "plain"] = f"not_exported: {type(error).__name__}"
                 results[f"{exporter}/{name}"] = found

@@ -63,3 +63,6 @@ def test_fixes_on_today_s_stack(tmp_path):
         else:
             assert verdicts["plain"] in TYPES_ACCEPTED, case  # accepted plainly: must not regress below
         assert verdicts["fixed"] in TYPES_ACCEPTED, case
+    # torch's bfloat16 number, 15 (ONNX's complex128), as a Cast target plainly; ONNX's, 16, with the fixes
+    scale = found["torchscript/einsum_scale_bf16"]
+    assert 15 in scale["plain_casts"] and 15 not in scale["fixed_casts"] and 16 in scale["fixed_casts"]
