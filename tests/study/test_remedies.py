@@ -140,3 +140,20 @@ def test_bert_fp16_torchscript_cell_on_today_s_stack(tmp_path):
         checked = record[part]["numerics"]
         assert checked["within_tolerance"] is True and checked["control"]["fails_as_built"] is True, part
     assert record["pair"]["within_tolerance"] is True
+
+
+def test_the_pair_check_fails_on_graphs_that_differ():
+    """The repaired-against-fixed check on outputs built here: the same outputs within twice the type's tolerance
+    pass; the control, one output off by a fifth of its magnitude, fails; a graph that did not run is not measured."""
+    import numpy as np
+
+    from where223.study.remedies.run import _pair, rolled
+
+    left = [np.array([[1.0, -2.0], [0.5, 4.0]], np.float32)]
+    same = {"outputs_for_pair": left}
+    assert _pair(same, {"outputs_for_pair": [left[0] * (1 + 2**-9)]}, "bf16")["within_tolerance"] is True
+    off = _pair(same, {"outputs_for_pair": [left[0] + np.float32(0.8)]}, "bf16")
+    assert off["within_tolerance"] is False and off["tolerance"] == 2 * 8 * 2.0**-7
+    assert _pair(same, {}, "bf16")["status"] == "not measured"
+    feeds = rolled({"ids": np.array([[1, 2, 3]]), "scalar": np.float32(2.0)})
+    assert feeds["ids"].tolist() == [[3, 1, 2]] and float(feeds["scalar"]) == 2.0
