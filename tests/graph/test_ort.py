@@ -6,7 +6,16 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from where223.graph.ort import OrtJudgement, OrtVerdict, TypeBinding, classify, judge, judge_message, load_session
+from where223.graph.ort import (
+    OrtJudgement,
+    OrtVerdict,
+    TypeBinding,
+    classify,
+    judge,
+    judge_message,
+    load_session,
+    message_node,
+)
 
 # The seed's message, verbatim (ONNX Runtime's parentheses do not balance).
 SEED = (
@@ -160,3 +169,19 @@ def test_judges_a_missing_kernel():
 def test_judges_a_missing_file_as_another_error(tmp_path):
     judgement = judge(tmp_path / "absent.onnx")
     assert judgement.verdict == OrtVerdict.OTHER_ERROR and "absent.onnx" in judgement.message
+
+
+@pytest.mark.parametrize(("message", "node"), [
+    ("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:Type Error: Type parameter (T) of Optype (Where) "
+     "bound to different types (tensor(float) and tensor(float16) in node (Where_223).", "Where_223"),
+    ("Type Error: Type (tensor(float)) of output arg (y) of node (n0_DFT) does not match expected type "
+     "(tensor(double)).", "n0_DFT"),
+    ("[ShapeInferenceError] (op_type:Add, node name: n25_Add): B has inconsistent type tensor(float16)", "n25_Add"),
+    ("Could not find an implementation for MatMul(13) node with name '/h.0/MatMul'", "/h.0/MatMul"),
+    ("Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in node (conv) is invalid.",
+     "conv"),
+    ("Unsupported model IR version: 12, max supported IR version: 11", None),
+    (None, None),
+])
+def test_the_node_a_refusal_is_about_in_each_of_its_wordings(message, node):
+    assert message_node(message) == node

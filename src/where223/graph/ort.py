@@ -86,8 +86,10 @@ INVALID_TYPE = re.compile(
 NO_KERNEL = re.compile(r"Could not find an implementation for (?P<op>\w+\(\d+\)) node")
 # the operator refused (type check or kernel lookup),
 REFUSED_OPERATOR = re.compile(r"of operator \((?P<checked>[^)]+)\)|implementation for (?P<kernel>\w+)\(")
-# and node names, quoted as `in node (NAME)` or `with name 'NAME'`.
+# and node names, quoted as `in node (NAME)` or `with name 'NAME'`; a declared output type that contradicts the
+# inferred one names its node as `of node (NAME)` ("Type (T) of output arg (y) of node (NAME) does not match ...").
 QUOTED_NODE = re.compile(r"in node \((?P<paren>[^()]+)\)|with name '(?P<quoted>[^']+)'")
+DECLARING_NODE = re.compile(r"of node \((?P<node>[^()]+)\)")
 
 
 def first_message_line(message: str) -> str:
@@ -106,6 +108,22 @@ def refused_node(message: str | None) -> str | None:
     """The first node a refusal names, or None."""
     names = named_nodes(message or "")
     return names[0] if names else None
+
+
+def message_node(message: str | None) -> str | None:
+    """The node a refusal is about, in every wording ONNX Runtime uses, the most specific first: the node of a
+    parsed type binding, shape inference's first (outermost) `node name: NAME`, the first `in node (NAME)` or
+    `with name 'NAME'` (`refused_node`), then `of node (NAME)`; None when it names none."""
+    if not message:
+        return None
+    binding = parse_type_binding(message)
+    if binding is not None:
+        return binding.node
+    inferred = [match["node"] for match in INFERENCE.finditer(message)]
+    if inferred:
+        return inferred[0]
+    declaring = DECLARING_NODE.search(message)
+    return refused_node(message) or (declaring["node"] if declaring else None)
 
 
 def refused_operator(message: str | None) -> str | None:
