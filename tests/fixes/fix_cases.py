@@ -41,6 +41,16 @@ class EinsumScale(torch.nn.Module):
         return torch.einsum("bij,bjk->bik", x, y) / (x.size(-1) ** 0.5)
 
 
+class MaskedScores(torch.nn.Module):
+    """GPT-2's mask in transformers 4.25.1 under autocast: `where` of bf16 scores and a float mask value; then an
+    adaptive average pool (AveragePool/GlobalAveragePool, refused in bf16 before opset 22)."""
+
+    def forward(self, x, mask):
+        scores = torch.matmul(x, x.transpose(-1, -2))
+        masked = torch.where(mask, scores, torch.tensor(-1e4, dtype=torch.float32))
+        return torch.nn.functional.adaptive_avg_pool1d(masked.to(scores.dtype), 1)
+
+
 def cases():
     torch.manual_seed(0)
     q, mask = torch.randn(1, 2, 4, 8), torch.ones(4, 4, dtype=torch.bool)
@@ -52,6 +62,7 @@ def cases():
         "layer_norm_conv_autocast": (NormConv().eval(), (x,), autocast),
         "conv_bf16": (NormConv().eval().bfloat16(), (x.bfloat16(),), contextlib.nullcontext),
         "einsum_scale_bf16": (EinsumScale(), (x[:, :4].bfloat16(), y.bfloat16()), contextlib.nullcontext),
+        "where_pool_autocast": (MaskedScores(), (x, torch.ones(5, 5, dtype=torch.bool).tril()), autocast),
     }
 
 

@@ -3,12 +3,13 @@ right from the exporter, rather than repairing the graph afterwards (`where223.g
 
 - TorchScript exporter (torch 2.1's and today's): symbolic functions overridden for the export's duration only
   (`_torchscript`): scaled_dot_product_attention with its scale and mask constants in the query's type (`_sdpa`),
-  layer_norm computed in its widest input type when eager handed it mixed dtypes (`_layer_norm`), and the ops whose
+  Casts given torch's number for bfloat16 retargeted after the scalar-type analysis (`_cast_target`), layer_norm and
+  where computed in their widest input type when eager handed them mixed dtypes (`_binding`), and the ops whose
   ONNX schema does not allow a reduced type at the opset computed in float (`_in_float`);
-- dynamo exporter: a pass over the exported program before it is translated (`_dynamo`): the same two rules as
-  casts in the FX graph, so the ONNX graph carries them as the exporter's own Casts.
+- dynamo exporter: a pass over the exported program before it is translated (`_dynamo`): the binding and
+  in-float rules as casts in the FX graph, so the ONNX graph carries them as the exporter's own Casts.
 
-`fixed(exporter, torch, opset)` is the context the export runs in; `export_dynamo_fixed` is the dynamo export with
+`fixed(exporter, opset)` is the context the export runs in; `export_dynamo_fixed` is the dynamo export with
 the pass. Each fix names the classes it is for (`FIXES`).
 """
 

@@ -1,8 +1,8 @@
 """Dynamo fix: a pass over the exported program before the ONNX exporter translates it, so the casts the fixes need
 are the exporter's own (`aten._to_copy` nodes, translated as `Cast`s, their types in the graph's metadata):
 
-- a layer norm handed mixed dtypes (bf16 activations, float weights under CPU autocast) computes in the widest
-  of them and its result is cast back to the type eager returned, as eager's kernel does;
+- a layer norm, where or matmul handed mixed dtypes (bf16 activations with float weights under CPU autocast) computes
+  in the widest of them and its result is cast back to the type eager returned, as eager's kernel does;
 - an op whose ONNX operator does not allow its reduced input type at the export's opset (`IN_FLOAT_ATEN`: bf16
   into `Conv` before opset 22, `Softplus`, `MaxPool`, ...) computes in float, its outputs cast back.
 """
@@ -21,8 +21,13 @@ IN_FLOAT_ATEN: dict[str, str] = {
     "aten.einsum.default": "Einsum", "aten.softplus.default": "Softplus", "aten.sin.default": "Sin",
     "aten.cos.default": "Cos", "aten.max_pool2d.default": "MaxPool", "aten.max_pool1d.default": "MaxPool",
     "aten.max_pool3d.default": "MaxPool", "aten.max_pool2d_with_indices.default": "MaxPool",
+    "aten.avg_pool1d.default": "AveragePool", "aten.avg_pool2d.default": "AveragePool",
+    "aten.avg_pool3d.default": "AveragePool", "aten.adaptive_avg_pool1d.default": "AveragePool",
+    "aten.adaptive_avg_pool2d.default": "AveragePool", "aten._adaptive_avg_pool2d.default": "AveragePool",
+    "aten.adaptive_avg_pool3d.default": "AveragePool",
 }  # fmt: skip
-LAYER_NORM = ("aten.layer_norm.default",)
+# aten overloads whose ONNX operator binds one type to all their floating tensor inputs
+BOUND = ("aten.layer_norm.default", "aten.where.self", "aten.matmul.default", "aten.mm.default", "aten.bmm.default")
 DEFAULT_OPSET = 18  # the dynamo exporter's default in torch releases that do not name one
 
 
@@ -99,12 +104,14 @@ def fix_program(program: Any, opset: int) -> list[str]:
         target = str(node.target)
         tensors = _tensors(torch, node)
         out = _val(node)
-        if target in LAYER_NORM and isinstance(out, torch.Tensor):
-            dtypes = {v.dtype for _, v in tensors}
+        if target in BOUND and isinstance(out, torch.Tensor):
+            floating = [(i, v) for i, v in tensors if v.dtype.is_floating_point]
+            dtypes = {v.dtype for _, v in floating}
             if len(dtypes) > 1:
                 wide = widest(torch, dtypes)
-                _wrap(graph, torch, node, [i for i, v in tensors if v.dtype != wide], wide, out.dtype)
-                changes.append(f"{node.name}: layer_norm of {'/'.join(sorted(map(str, dtypes)))} computed in {wide}")
+                _wrap(graph, torch, node, [i for i, v in floating if v.dtype != wide], wide, out.dtype)
+                changes.append(f"{node.name}: {target.split('.')[1]} of {'/'.join(sorted(map(str, dtypes)))} "
+                               f"computed in {wide}")  # fmt: skip
         elif target in IN_FLOAT_ATEN and isinstance(out, torch.Tensor):
             op_type = IN_FLOAT_ATEN[target]
             refused = [i for i, v in tensors if v.dtype in (torch.bfloat16, torch.float16)

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from where223.fixes import _in_float, _layer_norm, _sdpa
+from where223.fixes import _binding, _in_float, _sdpa
 from where223.fixes._cast_target import corrected_casts
 from where223.fixes._torchscript import overridden
 
@@ -29,15 +29,17 @@ FIXES: tuple[Fix, ...] = (
     Fix("cast_target", "torchscript", (("Div", "invalid_type"), ("Mul", "invalid_type")),
         "after the exporter's scalar-type analysis, a Cast whose `to` is torch's number for its output's type "
         "(15, bfloat16; ONNX's complex128) gets ONNX's number (16)"),
-    Fix("layer_norm_widest", "torchscript", (("LayerNormalization", "type_binding_conflict"),),
-        "layer_norm's symbolic computes mixed dtypes in the widest and casts back to eager's output type"),
+    Fix("bound_in_widest", "torchscript",
+        (("LayerNormalization", "type_binding_conflict"), ("Where", "type_binding_conflict")),
+        "layer_norm's and where's symbolics compute mixed dtypes in the widest and cast back to eager's output type"),
     Fix("in_float", "torchscript", tuple((op, "invalid_type") for op in _in_float.IN_FLOAT_OPS),
         "ops whose schema does not allow the reduced type at the opset compute in float, cast back"),
     Fix("program_pass", "dynamo",
-        (("LayerNormalization", "type_binding_conflict"), ("Conv", "invalid_type"), ("Softplus", "invalid_type"),
-         ("MaxPool", "invalid_type"), ("Einsum", "invalid_type")),
-        "a pass over the exported program: mixed-dtype layer_norm in the widest dtype, ops whose schema does not "
-        "allow the reduced type in float, both cast back"),
+        (("LayerNormalization", "type_binding_conflict"), ("MatMul", "type_binding_conflict"),
+         ("Conv", "invalid_type"), ("Softplus", "invalid_type"), ("MaxPool", "invalid_type"),
+         ("Einsum", "invalid_type")),
+        "a pass over the exported program: mixed-dtype layer_norm, where and matmul in the widest dtype, ops whose "
+        "schema does not allow the reduced type in float, both cast back"),
 )
 
 
@@ -52,7 +54,8 @@ def fixed(exporter: str, opset: int) -> Iterator[list[str]]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(corrected_casts())
         stack.enter_context(overridden(_sdpa.ATEN, opset, _sdpa.make))
-        stack.enter_context(overridden(_layer_norm.ATEN, opset, _layer_norm.make))
+        for aten in _binding.BOUND:
+            stack.enter_context(overridden(aten, opset, _binding.make_for(aten)))
         for op_type, atens in _in_float.IN_FLOAT_OPS.items():
             for aten in atens:
                 stack.enter_context(overridden(aten, opset, _in_float.make_for(op_type, opset)))

@@ -224,6 +224,7 @@ def ortmodule_route(run_dir: Path, fix: bool, seed: int = 0) -> dict[str, Any]:
              "labels": torch.randint(0, 2, (2,), generator=generator)}  # fmt: skip
     run_dir.mkdir(parents=True, exist_ok=True)
     caught: BaseException | None = None
+    names: list[str] = []
     started = time.perf_counter()
     try:
         from onnxruntime.training.ortmodule import ORTModule
@@ -231,7 +232,7 @@ def ortmodule_route(run_dir: Path, fix: bool, seed: int = 0) -> dict[str, Any]:
         with ortmodule_environment(ORTMODULE_OPSET), output_to(run_dir / "ortmodule.log", fds=(1, 2)):
             wrapped = ORTModule(model, debug_options=ortmodule_debug_options(run_dir))
             # ORTModule registers its own symbolics (layer_norm among them) when it is built: the fixes wrap those
-            with contextlib.nullcontext() if not fix else fixed("torchscript", ORTMODULE_OPSET):
+            with contextlib.nullcontext([]) if not fix else fixed("torchscript", ORTMODULE_OPSET) as names:
                 with autocast("cpu", "bf16"):
                     loss = wrapped(**batch).loss
                 loss.backward()
@@ -241,7 +242,7 @@ def ortmodule_route(run_dir: Path, fix: bool, seed: int = 0) -> dict[str, Any]:
         stage.unlink()
     record: dict[str, Any] = {"model_type": ORTMODULE_MODEL, "head": "ElectraForSequenceClassification",
                               "config_changes": changes, "fix": fix, "opset": ORTMODULE_OPSET,
-                              "fixes": ["sdpa_in_query_type", "layer_norm_widest", "in_float"] if fix else [],
+                              "fixes": names,
                               "environment": environment.describe("cpu"),
                               "timing": {"seconds": round(time.perf_counter() - started, 3)}}  # fmt: skip
     if caught is None:
