@@ -215,9 +215,9 @@ class _Builder:
         )
         own_types, own_protos, own_sources = scope.types.maps[0], scope.protos.maps[0], scope.sources.maps[0]
 
-        def put(name: str, proto: onnx.TypeProto | None, source: str, text: str | None = None) -> None:
+        def put(name: str, proto: onnx.TypeProto | None, source: str) -> None:
             if name and name not in own_types and proto is not None:
-                text = text or type_string(proto)
+                text = type_string(proto)
                 if text is not None:
                     own_types[name], own_protos[name], own_sources[name] = text, proto, source
 
@@ -225,14 +225,16 @@ class _Builder:
             put(value.name, value.type, "input")
         for value, proto in zip(graph.input, implied_inputs, strict=False):  # for inputs declared without a type
             put(value.name, proto, "body_input")
-        for init in graph.initializer:  # one TypeProto and type string per element type and shape
-            if init.name and init.name not in own_types:  # those put takes
+        for init in graph.initializer:  # put, inlined, with one TypeProto and type string per dtype and shape
+            if init.name and init.name not in own_types:
                 key = (init.data_type, tuple(init.dims))
                 known = self.initializer_types.get(key)
                 if known is None:
                     proto = tensor_type(init.data_type, list(init.dims))
                     known = self.initializer_types[key] = (proto, type_string(proto))
-                put(init.name, known[0], "initializer", known[1])
+                proto, text = known
+                if text is not None:
+                    own_types[init.name], own_protos[init.name], own_sources[init.name] = text, proto, "initializer"
         for sparse in graph.sparse_initializer:
             put(sparse.values.name, tensor_type(sparse.values.data_type, list(sparse.dims)), "initializer")
         for node in graph.node:
@@ -250,10 +252,11 @@ class _Builder:
 
         self.scopes[path] = scope
         type_maps = scope.types.maps
+        outer = len(type_maps) > 1
         for index, node in enumerate(graph.node):
             branches = self._build_subgraphs(node, index, scope) if node.attribute else {}
             for out in node.output:  # any output untyped? (scope.type_of(out) is None, inlined: runs for every node)
-                if out and not any(out in types for types in type_maps):
+                if out and (not any(out in types for types in type_maps) if outer else out not in own_types):
                     for name, proto in self._fallback(node, scope, branches).items():
                         put(name, proto, "propagated")
                     break
