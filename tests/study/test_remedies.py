@@ -157,3 +157,51 @@ def test_the_pair_check_fails_on_graphs_that_differ():
     assert _pair(same, {}, "bf16")["status"] == "not measured"
     feeds = rolled({"ids": np.array([[1, 2, 3]]), "scalar": np.float32(2.0)})
     assert feeds["ids"].tolist() == [[3, 1, 2]] and float(feeds["scalar"]) == 2.0
+
+
+def test_notebook_08_is_clean_with_parameters_after_imports():
+    import nbformat
+
+    from where223.pipeline import paths
+    from where223.pipeline.notebooks import is_clean
+
+    notebook = nbformat.read(paths.NOTEBOOKS / "08_remedies.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert is_clean(notebook)
+    assert "import" in code[0].source and "parameters" in code[1].metadata.get("tags", [])
+
+
+RECORDS = ROOT / "outputs" / "remedies"
+
+
+@pytest.mark.slow
+def test_notebook_08_counts_and_draws_from_records(tmp_path):
+    """The notebook on a copy of one committed record (BERT in fp16, TorchScript), the ORTModule route read from the
+    committed record: the class's counts printed, the figure drawn."""
+    import shutil
+
+    from tests.conftest import run_notebook
+
+    source = RECORDS / "5.24.0" / "fp16_model-torchscript" / "bert.json"
+    if not source.is_file():
+        pytest.skip(f"{source} is not committed yet")
+    target = tmp_path / "records" / "5.24.0" / "fp16_model-torchscript" / "bert.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(source, target)
+    executed = run_notebook("08_remedies", tmp_path / "out", records_dir=str(tmp_path / "records"),
+                            run_ortmodule=False)  # fmt: skip
+    assert (tmp_path / "out" / "remedies" / "remedies.png").stat().st_size > 5_000
+    text = executed.read_text()
+    assert "LayerNormalization: two types bound" in text and "today fp16_model torchscript" in text
+
+
+def test_the_ortmodule_route_is_refused_as_exported_and_passes_the_type_check_fixed():
+    """The committed record of notebook 08's ORTModule route on ELECTRA: as exported, ONNX Runtime refuses a
+    LayerNormalization bound to bf16 and float; with the fixes, the types pass (a kernel is missing on this CPU)."""
+    record_path = RECORDS / "ortmodule_electra.json"
+    if not record_path.is_file():
+        pytest.skip("the route's record is not committed yet")
+    plain, fixed = json.loads(record_path.read_text())["runs"]
+    assert plain["fix"] is False and plain["ort_verdict"] == "type_error"
+    assert plain["error"]["type_binding"]["op_type"] == "LayerNormalization"
+    assert fixed["fix"] is True and fixed["ort_verdict"] in ("accepted", "missing_kernel") and fixed["fixes"]
