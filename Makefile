@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 GRAPH_PY := .venv-graph/bin/python
 STAMP := $(VENV)/.where223-setup
 
-.PHONY: setup run test lint strip lab clean-env graph-lock stack-today
+.PHONY: setup run test lint strip lab clean-env graph-lock stack-today peers peers-lock
 
 # releases.py lists the transformers releases whose side folders setup installs (notebooks never install).
 $(STAMP): requirements.lock requirements-graph.lock requirements-graph.in pyproject.toml scripts/setup-env.sh src/where223/gpt2/releases.py
@@ -41,6 +41,28 @@ graph-lock: setup
 	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --extra graph pyproject.toml \
 	  requirements-graph.in -o requirements-graph.lock
 
+# where223 lint beside its peers (onnx.checker, onnx-doctor, Polygraphy's check lint) on one corpus judged by ONNX
+# Runtime: .venv-peers from requirements-peers.lock (onnx and onnxruntime at requirements-graph.lock's pins, no torch,
+# where223 with `.[graph]`), then benchmarks/peers.py into outputs/benchmarks/peers.json (PEERS_ARGS: its options).
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.where223-peers
+$(PEERS_STAMP): requirements-peers.lock requirements-peers.in requirements-graph.lock pyproject.toml | setup
+	eval "$$(PYTHONPATH=src $(PY) -m where223.pipeline.installer)" && \
+	  { [ -x $(PEERS_VENV)/bin/python ] || $(VENV)/bin/uv venv --quiet --python "$$(command -v python3.11)" $(PEERS_VENV); } && \
+	  $(VENV)/bin/uv pip install --quiet --python $(PEERS_VENV)/bin/python -c requirements-peers.lock \
+	    -r requirements-peers.in -e ".[graph]"
+	touch $@
+
+peers: $(PEERS_STAMP)
+	$(PEERS_VENV)/bin/python benchmarks/peers.py $(PEERS_ARGS)
+
+# Bump the peers' lock: onnx-doctor, Polygraphy and onnx-graphsurgeon at their newest beside requirements-graph.lock's
+# pins (pip's configuration handed to uv, as graph-lock does).
+peers-lock: setup
+	eval "$$(PYTHONPATH=src $(PY) -m where223.pipeline.installer)" && $(VENV)/bin/uv pip compile --quiet --upgrade \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --extra graph pyproject.toml \
+	  requirements-peers.in -o requirements-peers.lock
+
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 
@@ -64,4 +86,4 @@ lab: setup
 include sweep.mk
 
 clean-env:
-	rm -rf $(VENV) .venv-graph
+	rm -rf $(VENV) .venv-graph $(PEERS_VENV)

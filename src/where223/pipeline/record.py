@@ -68,6 +68,18 @@ class LintSpeed(TypedDict):
     ratio_lint_to_checker: float
 
 
+class Peers(TypedDict):
+    environment: dict[str, Any]
+    recorded_at: str
+    judge: str
+    options: dict[str, Any]
+    corpus: dict[str, Any]  # the mutants and the sweeps' exports: found, used, left out, ONNX Runtime's verdicts
+    tools: dict[str, dict[str, Any]]  # tool -> measured or why not, its scores overall and per part of the corpus
+    comparison: dict[str, Any]  # peer -> what it flags that lint does not, and the reverse
+    models: list[dict[str, Any]]  # every judged model: its verdict, the node ONNX Runtime names, each tool's answer
+    how: dict[str, str]  # tool -> how it was run and what counts as its flag
+
+
 # keys that are not Python names: the functional form
 SweepEngine = TypedDict("SweepEngine", {
     "description": str, "base": str, "recorded_at": str, "environment": dict[str, Any], "model_types": list[str],
@@ -84,5 +96,6 @@ RECORDS: dict[str, type] = {
     "benchmarks/import_bytecode.json": ImportBytecode,
     "benchmarks/kernel_table.json": KernelTableTimes,
     "benchmarks/lint_speed.json": LintSpeed,
+    "benchmarks/peers.json": Peers,
     "benchmarks/sweep_engine.json": SweepEngine,
 }
