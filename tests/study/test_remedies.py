@@ -57,7 +57,7 @@ def remedy_record(model, plain="type_error", repaired="accepted", fixed="accepte
     }
 
 
-def test_plan_takes_each_class_in_turn_then_samples_blind_to_results():
+def test_plan_takes_samples_blind_to_results_then_each_class_in_turn():
     rows = [class_record(m, "type_error") for m in ("a", "b", "c")]
     rows += [
         class_record(
@@ -71,10 +71,11 @@ def test_plan_takes_each_class_in_turn_then_samples_blind_to_results():
     rows[-1]["ort"]["type_binding"] = None
     rows += [class_record(m, "accepted") for m in ("p", "q", "r", "s")]
     lines = analysis.plan_lines(rows, "today")
-    assert lines[:2] == ["a fp16_model torchscript auto", "d bf16_model torchscript auto"]  # one of each class first
-    assert lines[2:4] == ["b fp16_model torchscript auto", "c fp16_model torchscript auto"]
-    samples = lines[4:]
-    assert len(samples) == analysis.SAMPLES_PER_COLUMN and all(" fp16_model " in s for s in samples)
+    samples = lines[: analysis.SAMPLES_PER_COLUMN]  # the accepted samples first: few, so a short sweep has them
+    assert all(" fp16_model " in s and s.split()[0] in "pqrs" for s in samples)
+    members = lines[analysis.SAMPLES_PER_COLUMN :]
+    assert members[:2] == ["a fp16_model torchscript auto", "d bf16_model torchscript auto"]  # each class in turn
+    assert members[2:] == ["b fp16_model torchscript auto", "c fp16_model torchscript auto"]
     assert analysis.plan_lines(rows, "2022") == []  # the other stack's records give no cell
 
 

@@ -6,8 +6,8 @@ control failed as built; and for a sample of the class sweep's accepted models, 
 (a regression is a sample whose fixed export ONNX Runtime no longer accepts, or no longer matches eager).
 
 `plan(stacks)` draws the cells from the class study's committed records (`planner:` of spaces/remedies-*.yaml):
-the members of every class, taken in turn (the first member of each class, then the second, ...), so a sweep
-stopped early has touched every class; and `SAMPLES_PER_COLUMN` accepted models of each column. Every function
+`SAMPLES_PER_COLUMN` accepted models of each column first, then the members of every class taken in turn (the
+first member of each class, then the second, ...), so a sweep stopped early has touched every class. Every function
 here reads records only (no torch).
 """
 
@@ -41,19 +41,19 @@ def _sample_rank(model: str) -> str:
 
 
 def plan_lines(class_rows: list[dict[str, Any]], stack: str) -> list[str]:
-    """The cells for one stack (its label: `today`, `2022`) as `MODEL RECIPE EXPORTER auto` lines: every class's
-    members in turn, then `SAMPLES_PER_COLUMN` types-accepted models per column (the first by a hash of their
-    name, so the choice is fixed and blind to the results)."""
+    """The cells for one stack (its label: `today`, `2022`) as `MODEL RECIPE EXPORTER auto` lines:
+    `SAMPLES_PER_COLUMN` types-accepted models per column (the first by a hash of their name, so the choice is fixed
+    and blind to the results; few, so they come first), then every class's members in turn."""
     mine = [r for r in class_rows if classes.column(r)[0] == stack]
-    found = [g for g in classes.groups(mine)]
-    turns = zip_longest(*[[(m, g["recipe"], g["exporter"]) for m in g["members"]] for g in found])
-    cells = [cell for turn in turns for cell in turn if cell is not None]
     accepted: dict[tuple[str, str], list[str]] = defaultdict(list)
     for record in mine:
         if record.get("outcome") in TYPES_ACCEPTED:
             accepted[classes.column(record)[1:]].append(record["model_type"])
-    for (recipe, exporter), models in sorted(accepted.items()):
-        cells += [(m, recipe, exporter) for m in sorted(models, key=_sample_rank)[:SAMPLES_PER_COLUMN]]
+    cells = [(m, recipe, exporter) for (recipe, exporter), models in sorted(accepted.items())
+             for m in sorted(models, key=_sample_rank)[:SAMPLES_PER_COLUMN]]  # fmt: skip
+    found = [g for g in classes.groups(mine)]
+    turns = zip_longest(*[[(m, g["recipe"], g["exporter"]) for m in g["members"]] for g in found])
+    cells += [cell for turn in turns for cell in turn if cell is not None]
     lines: list[str] = []
     for model, recipe, exporter in cells:
         line = f"{model} {recipe} {exporter} auto"
