@@ -66,6 +66,7 @@ class LintSpeed(TypedDict):
     lint_phases_s: dict[str, Any]
     lint_result: dict[str, Any]
     ratio_lint_to_checker: float
+    graph_100k: dict[str, Any]  # the generated 100,000-node graph: lint beside ONNX Runtime's session creation
 
 
 class Peers(TypedDict):
