@@ -7,15 +7,14 @@ accepts plainly stays accepted with the fixes (no regression)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.stacks import today_python
 from where223.pipeline.paths import ROOT
-from where223.sweep import stacks
 
 pytestmark = pytest.mark.slow
 CASES = Path(__file__).with_name("fix_cases.py")
@@ -30,16 +29,6 @@ def run_cases(python: Path, tmp_path: Path, *exporters: str) -> dict[str, dict[s
                           cwd=tmp_path, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
-
-
-def today_python() -> Path:
-    environment = stacks.load_stacks().environments["today"]
-    if not (stacks.env_root(environment) / stacks.READY).is_file():
-        missing = "today's stack is not built here: `make stack-today` builds it (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    return stacks.env_root(environment) / "bin" / "python"
 
 
 def test_fixes_on_the_2022_stack(tmp_path):

@@ -6,14 +6,13 @@ each within its tolerance of eager, each control failing)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
 
+from tests.stacks import today_python
 from where223.pipeline.paths import ROOT
 from where223.study.remedies import analysis
-from where223.sweep import stacks
 
 LN = (
     "Type Error: Type parameter (T) of Optype (LayerNormalization) bound to different types (tensor(float) and "
@@ -112,13 +111,7 @@ def test_summary_joins_classes_and_finds_a_regressed_sample():
 
 @pytest.mark.slow
 def test_bert_fp16_torchscript_cell_on_today_s_stack(tmp_path):
-    environment = stacks.load_stacks().environments["today"]
-    if not (stacks.env_root(environment) / stacks.READY).is_file():
-        missing = "today's stack is not built here: `make stack-today` builds it (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    python = stacks.env_root(environment) / "bin" / "python"
+    python = today_python()
     key = {"model": "bert", "recipe": "fp16_model", "exporter": "torchscript", "opset": "auto", "mode": "eval"}
     out = tmp_path / "record.json"
     command = [str(python), "-m", "where223.sweep.cell", "--cell", json.dumps(key), "--stack",
