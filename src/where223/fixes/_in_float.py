@@ -13,7 +13,8 @@ from where223.fixes._torchscript import cast, scalar_type
 
 # ONNX operator -> the TorchScript aten ops whose symbolic emits it, as the class study's records name them
 # (`emitter_calls`); each was refused in bf16 in the sweeps (AveragePool and GlobalAveragePool, which the adaptive
-# pools emit, were refused next, once the first refusal of their models was fixed).
+# pools emit, InstanceNormalization, which group_norm emits, HardSwish and TopK were refused next, once the first
+# refusal of their models was fixed).
 IN_FLOAT_OPS: dict[str, tuple[str, ...]] = {
     "Conv": ("aten::_convolution", "aten::_convolution_mode", "aten::conv1d", "aten::conv2d", "aten::conv3d",
              "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"),
@@ -24,6 +25,9 @@ IN_FLOAT_OPS: dict[str, tuple[str, ...]] = {
     "MaxPool": ("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::max_pool1d_with_indices",
                 "aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices"),
     "NegativeLogLikelihoodLoss": ("aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"),
+    "InstanceNormalization": ("aten::instance_norm", "aten::group_norm"),
+    "HardSwish": ("aten::hardswish",),
+    "TopK": ("aten::topk",),
     "AveragePool": ("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d",
                     "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d"),
 }
