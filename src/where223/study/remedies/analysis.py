@@ -145,6 +145,20 @@ def tolerances(rows: list[dict[str, Any]]) -> dict[str, Any]:
                        "for the inputs as they were: must fail the same check"}
 
 
+def controls_not_failing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every numeric check whose control did not fail: the model's outputs did not move when its inputs were
+    rolled, so for it the check is shown nothing."""
+    found = []
+    for r in rows:
+        for part in ("plain", "repair", "fixed"):
+            n = _numerics(r.get(part) or {})
+            control = n.get("control") if n.get("status") == "measured" else None
+            if control and control.get("fails_as_built") is not True:
+                found.append({"cell": "/".join(cell_key(r)), "part": part, "relative": n.get("relative"),
+                              "control_relative": control.get("relative")})  # fmt: skip
+    return found
+
+
 def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
             cells_in_space: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
     """Per class and per sample column, what the remedies did (what `summary.json` holds)."""
@@ -184,6 +198,9 @@ def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
                         "fixes (where223.fixes), each judged by ONNX Runtime's CPU provider and run against eager "
                         "PyTorch; and a sample of accepted models that the fixes must not regress"),
         "tolerances": tolerances(rows),
+        "controls_not_failing": controls_not_failing(rows),
+        "counts": {stack: tally([r for r in rows if classes.column(r)[0] == stack])
+                   for stack in sorted({classes.column(r)[0] for r in rows})},
         "classes": class_list,
         "samples": sample_summary,
         "timing": {stack: classes.timing([r for r in rows if classes.column(r)[0] == stack],

@@ -35,6 +35,8 @@ class RemedyCellRecord(_Cell, _CellOptional):
 class RemediesSummary(TypedDict):
     description: str
     tolerances: dict[str, Any]
+    counts: dict[str, dict[str, int]]
+    controls_not_failing: list[dict[str, Any]]
     classes: list[dict[str, Any]]
     samples: dict[str, dict[str, Any]]
     timing: dict[str, dict[str, Any]]

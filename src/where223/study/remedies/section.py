@@ -57,6 +57,7 @@ def section(report: Report) -> None:
             for e in data["classes"]]  # fmt: skip
     rerun = sum(e["rerun"] for e in data["classes"])
     members = sum(e["members"] for e in data["classes"])
+    quiet = sorted({c["cell"] for c in data.get("controls_not_failing", [])})
     lines = [
         "## 8. Fixing the class: a repair and an export-time fix for each refusal",
         "",
@@ -75,7 +76,9 @@ def section(report: Report) -> None:
         f"{_tolerances(data)}. Every numeric check runs again on its control, the same graph fed inputs rolled by "
         "one position, which must fail it.",
         "",
-        f"Members rerun so far: {rerun} of {members}; a class's counts are over its members rerun.",
+        f"Members rerun so far: {rerun} of {members}; a class's counts are over its members rerun. "
+        + (f"Controls that did not fail, so their checks are shown nothing: {', '.join(quiet)} (outputs that do "
+           "not move when the inputs are rolled)." if quiet else "Every control failed as built."),
         "",
         *markdown.table(headers, rows),
         "",
