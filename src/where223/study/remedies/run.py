@@ -17,6 +17,7 @@ position along their last axis, against eager's outputs for the inputs as they w
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,10 @@ def check_numerics(path: Path, outcome: str, inputs: dict[str, Any], reference: 
         control = compare_outputs(control_outputs, reference, reduced, execution)
     except Exception as exc:  # noqa: BLE001 - a graph that cannot be run here is not measured, with why
         return {"status": NOT_MEASURED, "reason": f"{type(exc).__name__}: {str(exc)[:400]}"}
-    checked["control"] = {"built": "inputs rolled by one along their last axis", "relative": control.get("relative"),
+    relative = control.get("relative")
+    finite = relative is None or math.isfinite(relative)  # a graph's NaN on the rolled inputs: failed, no number
+    checked["control"] = {"built": "inputs rolled by one along their last axis",
+                          "relative": relative if finite else None, "nonfinite": not finite,
                           "fails_as_built": control.get("within_tolerance") is False}  # fmt: skip
     checked["outputs_for_pair"] = outputs  # dropped before the record is written
     return checked

@@ -12,6 +12,11 @@ from where223.study.report import Report
 from where223.verdicts import NOT_MEASURED
 
 ORTMODULE_RECORD = "remedies/ortmodule_electra.json"
+# the table's short headers (the text above the table says what each means)
+SHORT = {"rerun": "rerun", "refused_before": "refused", "repair_accepted": "repair ok",
+         "repair_within_tolerance": "≈ eager", "fix_accepted": "fix ok", "fix_within_tolerance": "≈ eager",
+         "pair_within_tolerance": "repair ≈ fix"}  # fmt: skip
+EXPORTER_SHORT = {"torchscript": "TS", "dynamo": "dynamo"}
 BERT_RECORD = "remedies/5.24.0/fp16_model-torchscript/bert.json"
 
 
@@ -50,11 +55,10 @@ def ortmodule_lines(record: dict[str, Any] | None) -> list[str]:
 def section(report: Report) -> None:
     """Section 8: the refusal classes repaired and fixed at export, verified against ONNX Runtime and eager."""
     data = report.json("remedies/summary.json")
-    headers = ["class", "stack", "recipe", "exporter", "members", *(label.replace("\n", " ") for _, label in COLUMNS),
-               "controls failed"]  # fmt: skip
-    rows = [[class_name(e), e["stack"], RECIPE_SHORT.get(e["recipe"], e["recipe"]), e["exporter"], e["members"],
-             *(e[key] for key, _ in COLUMNS), f"{e['controls_failed_as_built']} of {e['controls_run']}"]
-            for e in data["classes"]]  # fmt: skip
+    headers = ["class (stack, recipe, exporter)", "of", *(SHORT[key] for key, _ in COLUMNS), "controls failed"]
+    rows = [[f"{class_name(e)} ({e['stack']}, {RECIPE_SHORT.get(e['recipe'], e['recipe'])}, "
+             f"{EXPORTER_SHORT.get(e['exporter'], e['exporter'])})", e["members"], *(e[key] for key, _ in COLUMNS),
+             f"{e['controls_failed_as_built']}/{e['controls_run']}"] for e in data["classes"]]  # fmt: skip
     rerun = sum(e["rerun"] for e in data["classes"])
     members = sum(e["members"] for e in data["classes"])
     quiet = sorted({c["cell"] for c in data.get("controls_not_failing", [])})
@@ -76,7 +80,10 @@ def section(report: Report) -> None:
         f"{_tolerances(data)}. Every numeric check runs again on its control, the same graph fed inputs rolled by "
         "one position, which must fail it.",
         "",
-        f"Members rerun so far: {rerun} of {members}; a class's counts are over its members rerun. "
+        f"Members rerun so far: {rerun} of {members}; a class's counts are over its members rerun (*of*: its "
+        "members; *refused*: refused again as in the class sweep; *ok*: ONNX Runtime accepts the types; *≈ eager*: "
+        "within tolerance of eager, after the repair and after the fix; *controls failed*: of the numeric checks "
+        "run, how many failed on their control; TS: the TorchScript exporter). "
         + (f"Controls that did not fail, so their checks are shown nothing: {', '.join(quiet)} (outputs that do "
            "not move when the inputs are rolled)." if quiet else "Every control failed as built."),
         "",
