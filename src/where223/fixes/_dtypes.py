@@ -9,7 +9,6 @@ from where223.graph.schema import signature
 
 ONNX_NAMES = {"bfloat16": "tensor(bfloat16)", "float16": "tensor(float16)", "float32": "tensor(float)",
               "float64": "tensor(double)"}  # fmt: skip
-_WIDTH = {"bfloat16": 1, "float16": 1, "float32": 2, "float64": 3}
 
 
 def dtype_name(dtype: Any) -> str:
@@ -29,9 +28,10 @@ def allowed(op_type: str, opset: int, dtype: Any) -> bool:
 
 def widest(torch: Any, dtypes: set[Any]) -> Any:
     """The narrowest floating dtype that holds each of `dtypes` exactly ({bf16, float} -> float, {bf16, fp16} ->
-    float)."""
-    names = {dtype_name(d) for d in dtypes}
-    if names <= {"bfloat16"} or names <= {"float16"}:
-        return next(iter(dtypes))
-    top = max(_WIDTH.get(n, 2) for n in names)
-    return torch.float64 if top == 3 else torch.float32
+    float), as the repair chooses it (`where223.graph.repair._types.widest`, the one table of which type holds
+    which)."""
+    from where223.graph.repair._types import widest as widest_type
+
+    chosen = widest_type(ONNX_NAMES[dtype_name(d)] for d in dtypes)
+    by_name = {name: getattr(torch, short) for short, name in ONNX_NAMES.items()}
+    return by_name[chosen]
