@@ -1,6 +1,6 @@
 """Imports run one way: cli -> study -> sweep, gpt2, eager, fixes -> graph, pipeline (and the standalone modules at the
-package's top: errors, files, enums, outcomes, verdicts, markdown, figures). Read from the source, every import
-statement counted, those inside functions too."""
+package's top: errors, files, enums, outcomes, verdicts, markdown, figures, cuda_autocast). Read from the source, every
+import statement counted, those inside functions too."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def test_every_question_package_has_the_same_roles():
     import importlib.util
 
     packages = study_packages()
-    names = ("architectures", "classes", "fix", "matrix", "remedies", "variants")
+    names = ("architectures", "classes", "fix", "fx", "matrix", "remedies", "variants")
     assert packages == [f"where223.study.{name}" for name in names]
 
     def missing(roles: tuple[str, ...]) -> list[str]:

@@ -87,6 +87,10 @@ def test_produced_by_matches_notebook_parameters_to_records():
     assert not runs.produced_by({"path": "onnx_export"}, {**DEFAULT, "opset": 14})
     assert not runs.produced_by({"path": "ortmodule"}, DEFAULT)
     assert not runs.produced_by({"device": "cuda"}, DEFAULT)
+    # `auto` never resolves to the emulated CUDA policy (or fp32): section 1's default run is not the emulated one
+    emulated = {**DEFAULT, "amp_dtype": "fp16_cuda_emulated"}
+    assert not runs.produced_by({"path": "onnx_export"}, emulated)
+    assert runs.produced_by({"path": "onnx_export", "amp_dtype": "fp16_cuda_emulated"}, emulated)
 
 
 def notebook_defaults(path: Path) -> dict[str, object]:

@@ -34,7 +34,9 @@ from where223.graph.emulate import (
 from where223.graph.ort import OrtVerdict, judge
 from where223.verdicts import NOT_MEASURED
 
-ELEMENT_TYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float"}
+ELEMENT_TYPES: dict[str, str] = {
+    "bf16": "bfloat16", "fp16": "float16", "fp32": "float", "fp16_cuda_emulated": "float16",
+}  # fmt: skip
 CUDA_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
 
 

@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -21,7 +21,7 @@ from typing import Any, get_type_hints
 import torch
 from transformers import GPT2ForSequenceClassification
 
-from where223.eager.precision import autocast
+from where223.eager.precision import EMULATED_CUDA_FP16, autocast
 from where223.gpt2 import models, runs
 from where223.gpt2.export import export_onnx, output_to, stable_doc_strings
 from where223.gpt2.runs import EXPORTED_MODEL
@@ -195,6 +195,16 @@ def _ortmodule_defaults_to(debug_options) -> Iterator[None]:
         ORTModule.__init__ = original_init
 
 
+def _under(context: Callable[[], contextlib.AbstractContextManager], function):
+    """`function` called inside a new `context()` on every call."""
+
+    def wrapped(*args, **kwargs):
+        with context():
+            return function(*args, **kwargs)
+
+    return wrapped
+
+
 def _run_ort_trainer(settings: ReproduceSettings, model: torch.nn.Module, dataset, run_dir: Path) -> Path:
     from optimum.onnxruntime import ORTTrainer, ORTTrainingArguments
 
@@ -213,6 +223,10 @@ def _run_ort_trainer(settings: ReproduceSettings, model: torch.nn.Module, datase
             disable_tqdm=True,
         )
         trainer = ORTTrainer(model=model, args=args, train_dataset=dataset, feature="sequence-classification")
+        if settings.amp_dtype == EMULATED_CUDA_FP16:
+            # transformers' fp16 flag refuses to run on CPU: the emulated policy wraps the loss computation, where
+            # the fp16 flag would have put CUDA's autocast (no gradient scaler: the step fails before it needs one)
+            trainer.compute_loss = _under(lambda: autocast(settings.device, settings.amp_dtype), trainer.compute_loss)
         with (
             ortmodule_environment(settings.opset),
             _ortmodule_defaults_to(ortmodule_debug_options(run_dir)),

@@ -30,8 +30,9 @@ DEFAULTS: dict[str, str | int] = {
     "dataset": "synthetic",
     "train_steps": 1,
 }
-# The parameters that may say `auto` until resolved (a named run never does).
+# The parameters that may say `auto` until resolved (a named run never does), and what `auto` resolves to.
 AUTO: tuple[str, ...] = ("device", "amp_dtype")
+AUTO_RESOLVES_TO: dict[str, tuple[str, ...]] = {"device": ("cpu", "cuda"), "amp_dtype": ("bf16", "fp16")}
 # Where a notebook's parameter name differs from the record's.
 NOTEBOOK_NAMES: dict[str, str] = {"preset": "model_preset"}
 
@@ -68,7 +69,8 @@ def fix_name(variant: str) -> str:
 def produced_by(given: Mapping[str, object], parameters: Mapping[str, object]) -> bool:
     """Whether a notebook run with parameters `given` (the rest at their defaults) recorded `parameters`.
 
-    `given` uses the notebooks' names (`model_preset`) and may say `auto`, which matches whatever it resolved to;
+    `given` uses the notebooks' names (`model_preset`) and may say `auto`, which matches whatever it can resolve to
+    (never fp32 or the emulated CUDA policy, which only a run that names them makes);
     names that are not reproduction parameters (`variant`, `hops`, ...) are ignored.
     """
     notebook_to_record = {notebook: record for record, notebook in NOTEBOOK_NAMES.items()}
@@ -78,5 +80,7 @@ def produced_by(given: Mapping[str, object], parameters: Mapping[str, object]) -
         if record_name in DEFAULTS:
             wanted[record_name] = value
     return all(
-        (name in AUTO and value == "auto") or parameters.get(name) == value for name, value in wanted.items()
+        (name in AUTO and value == "auto" and parameters.get(name) in AUTO_RESOLVES_TO[name])
+        or parameters.get(name) == value
+        for name, value in wanted.items()
     )

@@ -32,8 +32,11 @@ _TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), 
 # call to torch.onnx.export, not the model. Paths may be absolute or, in portable exports, relative to
 # site-packages (`torch/onnx/utils.py`): both are recognised.
 _MACHINERY = re.compile(r"(^|[/\\])torch[/\\](jit|onnx)[/\\]")
-# nn.Module.__call__ plumbing between a module's forward and its caller
-_PLUMBING = re.compile(r"(^|[/\\])torch[/\\]nn[/\\]modules[/\\]module\.py$")
+# nn.Module.__call__ plumbing between a module's forward and its caller; the op-call plumbing (`OpOverload.__call__`)
+# and the kernels of the emulated CUDA autocast (where223.cuda_autocast) between an op's caller and the op
+_PLUMBING = re.compile(
+    r"(^|[/\\])(torch[/\\]nn[/\\]modules[/\\]module|torch[/\\]_ops|where223[/\\]cuda_autocast)\.py$"
+)
 OUTSIDE_ROOTS = "source not shown: outside the known roots"
 def same_op(aten: str, op_type: str) -> bool:
     """Whether an ATen op or kernel plausibly became an ONNX op: one's letters a prefix of the other's, after the

@@ -9,6 +9,9 @@ from where223.errors import UsageError
 
 T = TypeVar("T")
 
+# CUDA's fp16 autocast policy emulated on CPU tensors (where223.eager.precision; the name lives here, without torch).
+EMULATED_CUDA_FP16 = "fp16_cuda_emulated"
+
 
 class ParameterError(UsageError, ValueError):
     """A parameter has a value the run cannot use; the message names it and says what to do."""
@@ -49,13 +52,19 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_amp_dtype(amp_dtype: str, device: str) -> str:
-    """'auto' -> fp16 on CUDA, bf16 on CPU (CPU autocast in torch 2.1 supports bfloat16 only)."""
-    check_choice("amp_dtype", amp_dtype, ["auto", "fp16", "bf16", "fp32"])
+    """'auto' -> fp16 on CUDA, bf16 on CPU (CPU autocast in torch 2.1 supports bfloat16 only);
+    'fp16_cuda_emulated' (CUDA's fp16 autocast policy on CPU tensors, where223.cuda_autocast) on CPU only."""
+    check_choice("amp_dtype", amp_dtype, ["auto", "fp16", "bf16", "fp32", EMULATED_CUDA_FP16])
     if amp_dtype == "auto":
         return "fp16" if device == "cuda" else "bf16"
     if amp_dtype == "fp16" and device == "cpu":
         raise ParameterError(
             "parameter amp_dtype='fp16' is not supported on device='cpu' (CPU autocast supports bf16 only); "
-            "use amp_dtype='bf16' or 'auto', or run on a CUDA GPU"
+            f"use amp_dtype='bf16', 'auto' or '{EMULATED_CUDA_FP16}' (CUDA's policy emulated), or run on a CUDA GPU"
+        )
+    if amp_dtype == EMULATED_CUDA_FP16 and device != "cpu":
+        raise ParameterError(
+            f"parameter amp_dtype='{EMULATED_CUDA_FP16}' emulates CUDA on CPU tensors: use it with device='cpu', "
+            "or amp_dtype='fp16' on the GPU itself"
         )
     return amp_dtype

@@ -14,12 +14,14 @@ from typing import Any
 from where223 import markdown
 from where223.files import write_atomic
 from where223.gpt2 import runs
+from where223.pipeline.params import EMULATED_CUDA_FP16 as EMULATED
 from where223.pipeline.paths import OUTPUTS
 from where223.pipeline.publish import outputs_lock
 from where223.pipeline.records import read_json
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, load_plan
 
 REPRODUCE, GRAPH, FIX = "01_reproduce", "02_graph", "03_fix_and_verify"
+CUDA_EMULATION_RECORD = "variants/cuda-emulation.json"  # benchmarks/bench_variants_gpu.py --compare-emulation
 
 
 def find_run(outputs: Path, given: Mapping[str, object]) -> str:
@@ -111,6 +113,7 @@ def failure(report: Report) -> None:
     # where each path raised, below the table rather than in a column: the frames are too long for a page's width
     report.add("", "Raised from:", "")
     report.add(*[f"- `{path}`: `{rec['call_stack'][-1]}`" for path, rec in records.items() if rec["call_stack"]])
+    emulated_failure(report)
     trainer = records["ort_trainer"]
     report.add(
         "",
@@ -130,6 +133,59 @@ def failure(report: Report) -> None:
         f"Notebook: [`{REPRODUCE}`](notebooks/{report.planned(REPRODUCE, first['parameters']).name}.ipynb).",
         "",
     )
+
+
+def emulated_failure(report: Report) -> None:
+    """Section 1's second table: the three paths under CUDA's fp16 autocast policy emulated on CPU, where the plan
+    runs them (`amp_dtype: fp16_cuda_emulated`), labelled emulated."""
+    planned = [run for run in report.plan if run.notebook == REPRODUCE and run.parameters.get("amp_dtype") == EMULATED]
+    if not planned:
+        return
+    folders = {run.parameters["path"]: find_run(report.outputs, run.parameters) for run in planned}
+    records = {path: report.json(f"{folder}/reproduce.json") for path, folder in folders.items()}
+    rows = []
+    for path, record in records.items():
+        binding = (record["error"] or {}).get("type_binding") or {}
+        rows.append([f"`{path}`", record["status"], f"`{binding.get('node', '')}`",
+                     " vs ".join(binding.get("bound_types", []))])
+    report.add(
+        "",
+        "**Emulated CUDA fp16.** The seed met the failure on a GPU in fp16; the table above is CPU bf16, because CPU "
+        "autocast in torch 2.1.2 has only bf16, and CPU and CUDA autocast cast different ops. The same three paths "
+        "under CUDA's fp16 autocast policy of torch 2.1.2 applied to CPU tensors (`where223.cuda_autocast`: "
+        "CUDA's op lists, checked against the lists the installed binary registers; ops without a float16 CPU kernel "
+        "computed in float32 below the tracer and rounded). Emulated, not run on a GPU: "
+        + cuda_check_sentence(report) + ".",
+        "",
+        *markdown.table(["path (emulated CUDA fp16)", "status", "node ONNX Runtime names", "bound types"], rows),
+        "",
+        "ONNX Runtime's words on the emulated `ort_trainer` path — the seed's own types:",
+        "",
+        "```",
+        (records.get("ort_trainer") or next(iter(records.values())))["error"]["ort_message"],
+        "```",
+        "",
+        "Records: " + ", ".join(f"[`{p}`]({folder}/reproduce.json)" for p, folder in folders.items()) + ".",
+        "",
+    )
+
+
+def cuda_check_sentence(report: Report) -> str:
+    """Whether the emulation was compared with real CUDA autocast (`benchmarks/bench_variants_gpu.py
+    --compare-emulation`'s record), and what such a check can and cannot say."""
+    path = report.outputs / CUDA_EMULATION_RECORD
+    scope = ("such a check validates the mechanism for that machine's torch release, not torch 2.1.2's lists, "
+             "which are checked against 2.1.2's binary registrations only")
+    if not path.is_file():
+        return "the emulation is unchecked against real CUDA (no GPU has run the comparison yet); " + scope
+    record = read_json(path)
+    gpu = record["environment"].get("gpu")
+    if not gpu:
+        return "the emulation is unchecked against real CUDA (its comparison record has no GPU); " + scope
+    compared = [found["equal"] for entry in record["models"].values() for found in entry.values()]
+    equal = sum(compared)
+    return (f"on {gpu} with torch {record['environment']['torch']}, {equal} of {len(compared)} graph comparisons "
+            f"were equal node by node ([`{CUDA_EMULATION_RECORD}`]({CUDA_EMULATION_RECORD})); " + scope)
 
 
 def cause(report: Report) -> None:
@@ -233,17 +289,18 @@ def cause(report: Report) -> None:
 
 
 def sections() -> list[Callable[[Report], None]]:
-    """Sections 1-2 (the failure and its cause) from here, then each question's own `section` (3-8), in order, and
+    """Sections 1-2 (the failure and its cause) from here, then each question's own `section` (3-9), in order, and
     the appendix of question 7's refusal groups."""
     from where223.study.architectures import section as architectures
     from where223.study.classes import section as classes
     from where223.study.fix import section as fix
+    from where223.study.fx import section as fx
     from where223.study.matrix import section as matrix
     from where223.study.remedies import section as remedies
     from where223.study.variants import section as variants
 
     return [failure, cause, fix.section, variants.section, matrix.section, architectures.section, classes.section,
-            remedies.section, classes.appendix]
+            remedies.section, fx.section, classes.appendix]
 
 
 def build(outputs: Path = OUTPUTS, plan: Path = DEFAULT_PLAN) -> str:

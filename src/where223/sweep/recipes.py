@@ -12,6 +12,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from where223.pipeline.params import EMULATED_CUDA_FP16
+
 DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
 
@@ -22,7 +24,9 @@ class Recipe:
     name: str
     description: str
     device: str = "cpu"
-    autocast: str | None = None  # 'bf16' or 'fp16': the export runs under torch.autocast(device, that dtype)
+    # 'bf16' or 'fp16': the export runs under torch.autocast(device, that dtype); 'fp16_cuda_emulated': under CUDA's
+    # fp16 policy of the stack's torch release applied to CPU tensors (where223.cuda_autocast), labelled emulated
+    autocast: str | None = None
     cast: str | None = None  # 'bf16' or 'fp16': the model and its floating inputs are cast to it
 
     @property
@@ -34,6 +38,10 @@ class Recipe:
         """The context the export (and the eager comparison) runs in."""
         if self.autocast is None:
             return contextlib.nullcontext()
+        if self.autocast == EMULATED_CUDA_FP16:
+            from where223.cuda_autocast import emulate_cuda_autocast
+
+            return emulate_cuda_autocast()
         return torch.autocast(self.device, dtype=getattr(torch, DTYPES[self.autocast]))
 
     def prepare(self, torch: Any, model: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -65,3 +73,5 @@ def register(recipe: Recipe) -> Recipe:
 register(Recipe("cpu_bf16_autocast", "torch.autocast('cpu', torch.bfloat16) around the export", autocast="bf16"))
 register(Recipe("bf16_model", "the whole model and its floating inputs cast to torch.bfloat16", cast="bf16"))
 register(Recipe("fp16_model", "the whole model and its floating inputs cast to torch.float16", cast="fp16"))
+register(Recipe("cuda_fp16_autocast_emulated", "CUDA's torch.autocast(float16) policy of the stack's torch release, "
+                "emulated on CPU tensors (where223.cuda_autocast)", autocast=EMULATED_CUDA_FP16))

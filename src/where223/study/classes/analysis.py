@@ -318,9 +318,14 @@ def stacks_compared(group: dict[str, Any], rows: list[dict[str, Any]]) -> dict[s
 
 
 def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = None,
-            scanned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Counts per column and the refusal groups of some records (what `summary.json` holds)."""
+            scanned: list[dict[str, Any]] | None = None, emulated: list[dict[str, Any]] | None = None,
+            ) -> dict[str, Any]:
+    """Counts per column and the refusal groups of some records (what `summary.json` holds); with the emulated
+    CUDA fp16 reruns (`where223.study.classes.emulated`), each group's `gpu_side` and the refusals only they found."""
+    from where223.study.classes import emulated as emulation
+
     columns = sorted({column(r) for r in rows}, key=column_order)
+    found = groups(rows)
     return {
         "description": (
             "Every model type of the base and causal-LM mappings of transformers 5.24.0 (today's stack) and 4.25.1 "
@@ -330,9 +335,11 @@ def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = 
         "columns": [{"stack": c[0], "recipe": c[1], "exporter": c[2]} for c in columns],
         "counts": {column_name(c): counts(r for r in rows if column(r) == c) for c in columns},
         "groups": [
-            {**group, "opset_span": opset_span(group, scanned or []), "other_stack": stacks_compared(group, rows)}
-            for group in groups(rows)
+            {**group, "opset_span": opset_span(group, scanned or []), "other_stack": stacks_compared(group, rows),
+             "gpu_side": emulation.gpu_side(group, emulated or [])}
+            for group in found
         ],
+        "emulated_only": emulation.refused_only_emulated(emulated or [], found),
         "timing": {stack: timing([r for r in rows if column(r)[0] == stack], (cells_in_space or {}).get(stack))
                    for stack in sorted({column(r)[0] for r in rows})},
         "driver_environment": environment.describe(),
@@ -354,7 +361,10 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
     """Write `summary.json` from the records under `out_dir` (None, nothing written, when it does not exist)."""
     if not Path(out_dir).is_dir():
         return None
-    written = summary(load_records(out_dir), space_sizes(), load_opset_records(out_dir))
+    from where223.study.classes.emulated import load_emulated_records
+
+    written = summary(load_records(out_dir), space_sizes(), load_opset_records(out_dir),
+                      load_emulated_records(out_dir))
     publish.write_record(Path(out_dir) / SUMMARY, written, Path(out_dir).parent)
     return written
 

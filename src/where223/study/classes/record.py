@@ -40,10 +40,12 @@ class ClassesSummary(TypedDict):
     columns: list[dict[str, str]]
     counts: dict[str, dict[str, int]]
     groups: list[dict[str, Any]]
+    emulated_only: list[dict[str, Any]]
     timing: dict[str, dict[str, Any]]
     driver_environment: Environment
     updated_at: str
 
 
 RECORDS: dict[str, type] = {"classes/*/*/*.json": ClassCellRecord, "classes/opsets/*/*/*.json": ClassCellRecord,
+                            "classes/emulated/*/*/*.json": ClassCellRecord,
                             "classes/summary.json": ClassesSummary}
