@@ -1,8 +1,8 @@
 # where223: two commands from a fresh clone.
 #   make run   create .venv if needed, then execute every notebook with papermill into outputs/, write the
 #              report and say whether the rerun reproduced the committed records
-#   make test  create .venv if needed, then run pytest (notebooks with tiny parameters included), then the graph
-#              tests again in .venv-graph, beside today's onnx and onnxruntime
+#   make test  create .venv if needed, then run pytest (notebooks with tiny parameters included) and, beside it, the
+#              graph tests again in .venv-graph, with today's onnx and onnxruntime
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -24,9 +24,14 @@ run: setup
 	$(PY) -m where223 report
 	@$(PY) -m where223 compare --summary || true
 
+# The graph tests' second environment runs beside the main suite, in one process of its own: the main suite's
+# workers leave a core idle while their last groups finish. Its output follows the main suite's; either failing
+# fails `make test`.
 test: setup
-	$(PY) -m pytest
-	$(GRAPH_PY) -m pytest -p no:cacheprovider tests/graph
+	@log=$$(mktemp); $(GRAPH_PY) -m pytest -p no:cacheprovider -n 0 tests/graph >"$$log" 2>&1 & graph=$$!; \
+	$(PY) -m pytest; main=$$?; wait $$graph; second=$$?; \
+	echo "== the graph tests again in .venv-graph (today's onnx and onnxruntime) =="; cat "$$log"; rm -f "$$log"; \
+	exit $$(( main || second ))
 
 # Today's sweep stack (spaces/stacks.yaml's `today`: torch 2.14.1, transformers 5, onnx 1.23, onnxruntime 1.32)
 # under .cache/sweep/envs, as a sweep's first cell would build it (the first time: some GB of CUDA wheels from the

@@ -310,8 +310,9 @@ def _part(record: dict[str, Any], name: str, action: Callable[[], Any]) -> Any:
         return None
 
 
-def compare_emulation(device: str, out_root: Path, scratch: Path) -> dict[str, Any]:
-    """Trace each emulation model under real autocast on `device` and emulated on CPU; compare; write the record."""
+def compare_emulation(device: str, out_root: Path, scratch: Path, only: list[str] | None = None) -> dict[str, Any]:
+    """Trace each emulation model (or those named in `only`) under real autocast on `device` and emulated on CPU;
+    compare; write the record."""
     started = time.perf_counter()
     record: dict[str, Any] = {
         "description": "real CUDA fp16 autocast against where223.cuda_autocast on the same machine: "
@@ -333,6 +334,8 @@ def compare_emulation(device: str, out_root: Path, scratch: Path) -> dict[str, A
             record["lists"] = {"torch": lists.torch, "ops": len(lists.ops), "drift": emulation.drift(lists)}
     has_onnx = _part(record, "import onnx", lambda: __import__("onnx")) is not None
     for name, factory in (emulation_models(torch) if torch is not None and lists is not None else {}).items():
+        if only and name not in only:
+            continue
         entry: dict[str, Any] = {}
         module, inputs = factory()
         moved = [value.to(device) for value in inputs]
@@ -411,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="real CUDA fp16 autocast against its CPU emulation (torch only); writes "
                         f"{EMULATION_RECORD} under --out")
     parser.add_argument("--bundle", type=Path, metavar="DIR", help="copy what --compare-emulation needs into DIR")
+    parser.add_argument("--models", default="", help="with --compare-emulation: a comma-separated subset of "
+                        "gpt2_attention, gpt2_block, norm_promote, einsum_exp, conv_group_norm (default: all)")
     args = parser.parse_args(argv)
     if args.bundle:
         print(bundle(args.bundle))
@@ -419,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         import tempfile
 
         with tempfile.TemporaryDirectory() as scratch:
-            record = compare_emulation(args.device, Path(args.out) if args.out else REPO / "outputs", Path(scratch))
+            record = compare_emulation(args.device, Path(args.out) if args.out else REPO / "outputs", Path(scratch),
+                                       [name for name in args.models.split(",") if name])
         print(json.dumps({name: {part: found["equal"] for part, found in entry.items()}
                           for name, entry in record["models"].items()}, indent=1))  # fmt: skip
         print(f"errors: {sorted(record['errors'])}\nwritten: {record['path']}")

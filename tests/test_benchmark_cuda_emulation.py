@@ -68,13 +68,14 @@ def test_the_bundle_runs_alone_and_records_every_part_even_without_a_gpu(tmp_pat
     # from the bundle alone (this checkout's src/ is not on the path), on CPU: "real" autocast on a CPU tensor is no
     # autocast at all, so the comparison must find the emulated casts missing from the "real" side
     done = subprocess.run([sys.executable, str(bundle / "bench_variants_gpu.py"), "--compare-emulation", "--device",
-                           "cpu", "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                           "cpu", "--models", "gpt2_attention", "--out", str(out)], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"})  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((out / "variants" / "cuda-emulation.json").read_text())
     assert record["environment"]["gpu"] is None and record["lists"]["torch"] == "2.1.2"
     assert record["lists"]["drift"] == []
     assert "lists from the binary" in record["errors"]  # torch 2.1.2's header has no lists: the bundled file served
-    assert set(record["models"]) == {"gpt2_attention", "gpt2_block", "norm_promote", "einsum_exp", "conv_group_norm"}
+    assert set(record["models"]) == {"gpt2_attention"}  # --models: one of the five (make test's time)
     attention = record["models"]["gpt2_attention"]["torchscript"]
     assert not attention["equal"] and attention["casts"]["emulated"] > attention["casts"]["real"]

@@ -171,3 +171,38 @@ def test_the_seed_s_message_under_the_emulated_cuda_policy(tmp_path, amp_dtype):
     assert record["status"] == REPRODUCED
     binding = record["error"]["type_binding"]
     assert binding["op_type"] == "Where" and binding["bound_types"] == ["tensor(float)", "tensor(float16)"]
+
+
+def test_a_region_that_turns_cuda_autocast_off_casts_nothing_as_on_a_gpu():
+    """GPT-2's `_upcast_and_reordered_attn` runs inside `torch.cuda.amp.autocast(enabled=False)`: CUDA's kernels cast
+    nothing there, and neither do the emulated ones; the control is the same op outside the region."""
+    import warnings
+
+    x = torch.randn(2, 2)
+    with emulate_cuda_autocast():
+        assert torch.mm(x, x).dtype == torch.float16
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "CUDA is not available": the flag is turned off all the same
+            with torch.cuda.amp.autocast(enabled=False):
+                assert torch.mm(x, x).dtype == torch.float32
+
+
+class _Conv(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 8, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x).relu()
+
+
+def test_a_convolution_the_tracer_records_inside_another_call_is_traced_and_counted():
+    """torch 2.1.2's tracer records a convolution as the `_convolution` its op calls; the mode below the tracer
+    includes the tracer's key again for it, so the trace keeps the node (without that, a pass-through mode left
+    the convolution out of the graph altogether); 2.1.2's CPU has no float16 convolution, so it is traced in float32
+    and named in `traced_in_float`. The control: a Linear model has nothing traced in float."""
+    graph, emulation = _trace(_Conv(), torch.randn(2, 4, 8))
+    assert "aten::_convolution" in [node.kind() for node in graph.nodes()]
+    assert emulation.traced_in_float == {"aten::convolution": 1}
+    _, linear = _trace(_Block(), torch.randn(2, 4))
+    assert linear.traced_in_float == {}

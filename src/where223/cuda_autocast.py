@@ -19,8 +19,14 @@ The lists are data, one file per release in `autocast_lists/` with each op's pol
 the lists in `ATen/autocast_mode.h`), which is what the GPU comparison script uses on a CUDA machine. Imports only
 torch and the standard library: `benchmarks/bench_variants_gpu.py` copies this file into its bundle.
 
+Inside a region where model code turns CUDA autocast off (`torch.cuda.amp.autocast(enabled=False)`, as GPT-2's
+upcast attention does) the emulated kernels cast nothing, as CUDA's do there.
+
 What it does not emulate: CUDA kernels' own numerics (cuBLAS accumulation, fused attention), ops that exist only
-on CUDA (`_cudnn_rnn`, cudnn convolutions: CPU reaches other ops), and autocast's effect on backward passes.
+on CUDA (`_cudnn_rnn`, cudnn convolutions: CPU reaches other ops), autocast's effect on backward passes, and, on a
+torch whose CPU lacks a float16 kernel for an op the TorchScript tracer records inside another call (2.1.2's
+convolutions), the float16 node: the trace records that op in float32 between Casts (`Emulation.traced_in_float`
+names it).
 """
 
 from __future__ import annotations

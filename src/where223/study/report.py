@@ -21,7 +21,7 @@ from where223.pipeline.records import read_json
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, load_plan
 
 REPRODUCE, GRAPH, FIX = "01_reproduce", "02_graph", "03_fix_and_verify"
-CUDA_EMULATION_RECORD = "variants/cuda-emulation.json"  # benchmarks/bench_variants_gpu.py --compare-emulation
+
 
 
 def find_run(outputs: Path, given: Mapping[str, object]) -> str:
@@ -173,6 +173,8 @@ def emulated_failure(report: Report) -> None:
 def cuda_check_sentence(report: Report) -> str:
     """Whether the emulation was compared with real CUDA autocast (`benchmarks/bench_variants_gpu.py
     --compare-emulation`'s record), and what such a check can and cannot say."""
+    from where223.study.variants.record import CUDA_EMULATION as CUDA_EMULATION_RECORD
+
     path = report.outputs / CUDA_EMULATION_RECORD
     scope = ("such a check validates the mechanism for that machine's torch release, not torch 2.1.2's lists, "
              "which are checked against 2.1.2's binary registrations only")

@@ -4,8 +4,11 @@ a GPU user exporting under `torch.autocast("cuda", torch.float16)` would meet, a
 Every member of every refusal group is exported again by its group's exporter, on its group's stack, under the
 sweep recipe `cuda_fp16_autocast_emulated` (`where223.cuda_autocast`); the records go to
 `classes/emulated/<release>/cuda_fp16_autocast_emulated-<exporter>/<model>.json` (`spaces/classes-emulated.yaml`,
-whose planner is this module's `plan`). A group *meets a GPU user* when a member rerun is refused alike (same
-operator, same kind of refusal); it is *CPU only* when every member rerun is accepted or refused otherwise.
+whose planner is this module's `plan`). A group meets a GPU user exporting under CUDA fp16 autocast when a member rerun
+is refused alike (same operator, same kind of refusal); otherwise (every member rerun accepted or refused otherwise)
+its class is not one CUDA's autocast policy gives. The whole-model recipes' classes do not depend on a device's
+autocast policy: a GPU user who casts the model meets them as this CPU did; their rerun asks whether autocast on a
+GPU gives them too.
 Records only: no torch.
 """
 
@@ -28,7 +31,7 @@ from where223.study.classes.analysis import (
 
 RECIPE = "cuda_fp16_autocast_emulated"
 RECORDS = "emulated"  # classes/emulated/<release>/<recipe>-<exporter>/<model>.json
-MEETS_GPU, CPU_ONLY, NOT_RERUN = "meets a GPU user (emulated)", "not under CUDA fp16 (emulated)", "not rerun yet"
+MEETS_GPU, CPU_ONLY, NOT_RERUN = "refused alike", "not refused alike", "not rerun yet"
 
 
 def load_emulated_records(out_dir: Path = OUT_DIR) -> list[dict[str, Any]]:

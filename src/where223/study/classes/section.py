@@ -142,6 +142,7 @@ def section(report: Report) -> None:
         lines.append(f"- **{name}** ({group['stack']}, {group['recipe']}, {group['exporter']}; "
                      f"e.g. {group['representative']['model_type']}): {cause(group)} Opsets: {opsets}. "
                      f"{_other_stack(group.get('other_stack'))}")  # fmt: skip
+    lines += ["", *gpu_side_lines(data)]
     lines += [
         "",
         "Every group with its members: [appendix](#appendix-refusal-groups). Data: "
@@ -152,6 +153,39 @@ def section(report: Report) -> None:
     ]
     report.add(*lines)
     report.figure("classes/classes", "Refusal classes by stack, recipe and exporter", "07_classes")
+
+
+def gpu_side_lines(data: dict) -> list[str]:
+    """Which classes a GPU user exporting under CUDA fp16 autocast would meet (the emulated reruns,
+    `where223.study.classes.emulated`), and the refusals only those reruns found; nothing where none ran."""
+    from where223.study.classes import emulated
+
+    groups = [g for g in data["groups"] if (g.get("gpu_side") or {}).get("rerun")]
+    if not groups:
+        return []
+    rows = [[class_name(g), g["stack"], RECIPE_SHORT.get(g["recipe"], g["recipe"]), g["exporter"],
+             f"{g['gpu_side']['rerun']}/{g['gpu_side']['members']}", len(g["gpu_side"]["alike"]),
+             g["gpu_side"]["verdict"]] for g in groups]  # fmt: skip
+    pending = sum(1 for g in data["groups"] if not (g.get("gpu_side") or {}).get("rerun"))
+    meets = sum(g["gpu_side"]["verdict"] == emulated.MEETS_GPU for g in groups)
+    lines = [
+        f"**Under CUDA fp16 autocast (emulated).** The members of each refusal group exported again by the group's "
+        f"exporter under CUDA's fp16 autocast policy of that stack's torch, applied to CPU tensors "
+        f"(`where223.cuda_autocast`, section 1; not run on a GPU), first members first. A group meets a GPU user "
+        f"exporting under autocast when a member rerun is refused alike (same operator, same kind); a whole-model "
+        f"recipe's class (bf16, fp16) meets a GPU user who casts the model whatever this says, for the cast graph "
+        f"does not depend on the device's autocast. {meets} of the {len(groups)} groups rerun are refused alike"
+        + (f"; {pending} not rerun yet" if pending else "") + ":",
+        "",
+        *markdown.table(["class", "stack", "recipe", "exporter", "members rerun", "refused alike",
+                         "under CUDA fp16 autocast"], rows),
+    ]
+    only = data.get("emulated_only") or []
+    if only:
+        lines += ["", "Refused under the emulated CUDA policy in a class no CPU recipe showed: " + "; ".join(
+            f"{item['model_type']} ({item['stack']}, {item['exporter']}: {item['operator']}, {item['kind']})"
+            for item in only) + "."]  # fmt: skip
+    return lines
 
 
 def appendix(report: Report) -> None:

@@ -33,7 +33,34 @@ def section(report: Report) -> None:
         f"Record: [`verification.json`]({fixed}/verification.json).",
         "",
     )
+    emulated_verification(report)
     report.figure(f"{fixed}/before_after", "The Where before and after the source-level fix", notebook)
     report.figure(f"{fixed}/repaired_vs_patched", "Graph repair (a Cast inserted into the exported model) beside "
                   "the source-level fix", notebook)
     report.figure(f"{fixed}/losses", "fp32 training losses, ORTModule with the fix against PyTorch eager", notebook)
+
+
+def emulated_verification(report: Report) -> None:
+    """The same verification under CUDA's fp16 policy emulated on CPU, where the plan runs it (`amp_dtype:
+    fp16_cuda_emulated`), in one compact table, labelled emulated."""
+    from where223.pipeline.params import EMULATED_CUDA_FP16
+    from where223.study.report import FIX
+
+    planned = [run for run in report.plan
+               if run.notebook == FIX and run.parameters.get("amp_dtype") == EMULATED_CUDA_FP16]
+    if not planned:
+        return
+    source = find_run(report.outputs, planned[0].parameters)
+    fixed = f"{source}/{runs.fix_name(str(planned[0].parameters['variant']))}"
+    verification = report.json(f"{fixed}/verification.json")
+    report.add(
+        f"**Under CUDA's fp16 policy, emulated on CPU** (section 1; not run on a GPU): the same checks on the run "
+        f"`{source}`. {overall_verdict(verification)}",
+        "",
+        *markdown.table(["check", "measured", "tolerance", "verdict"],
+                        [[f"`{c['name']}`", c["value"], c["tolerance"], verdict_cell(c)]
+                         for c in verification["checks"]]),
+        "",
+        f"Record: [`verification.json`]({fixed}/verification.json).",
+        "",
+    )

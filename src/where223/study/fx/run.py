@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from where223.gpt2.releases import RELEASES, release_environment
-from where223.pipeline import environment
-from where223.pipeline.paths import OUTPUTS
+from where223.pipeline import environment, paths
 from where223.pipeline.records import write_json
 from where223.study.fx.record import FX_RECORD, PROBE, FxRecord, FxRun, FxTrace
 
@@ -215,7 +214,6 @@ def run_study(output_root: Path | None = None, releases: tuple[str, ...] | None 
     """Trace with each release (default: every release folder setup installs) and write `fx/fx.json`."""
     import tempfile
 
-    root = OUTPUTS if output_root is None else Path(output_root)
     chosen = tuple(RELEASES.values()) if releases is None else releases
     traces: list[FxTrace] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -224,7 +222,7 @@ def run_study(output_root: Path | None = None, releases: tuple[str, ...] | None 
     record = FxRecord(description=DESCRIPTION, settings={**SETTINGS, "releases": list(chosen),
                       "policies": list(POLICIES), "configurations": CONFIGURATIONS},
                       tolerance=TOLERANCE, traces=traces, environment=environment.describe("cpu"))  # fmt: skip
-    write_json(root / FX_RECORD, record)
+    write_json(paths.run_dir(Path(FX_RECORD).parent.name, output_root) / Path(FX_RECORD).name, record)
     return record
 
 

@@ -28,4 +28,34 @@ class VariantsRecord(TypedDict):
     environment: Environment
 
 
-RECORDS: dict[str, type] = {"variants/variants-*.json": VariantsRecord}
+EMULATED_TYPES = "variants/emulated-types.json"
+CUDA_EMULATION = "variants/cuda-emulation.json"  # benchmarks/bench_variants_gpu.py --compare-emulation
+
+
+class EmulatedTypesRecord(TypedDict):
+    """The variants' export columns (types, ONNX Runtime's verdict, divergences, Casts) under CUDA's fp16 autocast
+    policy emulated on CPU, beside the CPU bf16 record's; eager and step-time columns not measured."""
+
+    study: str
+    label: str
+    settings: dict[str, Any]
+    not_measured: str
+    variants: dict[str, dict[str, Any]]
+    environment: Environment
+
+
+class CudaEmulationCheck(TypedDict, total=False):
+    """Real CUDA fp16 autocast against the emulation on one machine, graph by graph (written by the GPU script)."""
+
+    description: str
+    environment: dict[str, Any]
+    device: str
+    lists: dict[str, Any] | None
+    models: dict[str, dict[str, Any]]
+    errors: dict[str, str]
+    tracebacks: dict[str, str]
+    seconds: float
+
+
+RECORDS: dict[str, type] = {"variants/variants-*.json": VariantsRecord, EMULATED_TYPES: EmulatedTypesRecord,
+                            CUDA_EMULATION: CudaEmulationCheck}

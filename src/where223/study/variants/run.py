@@ -482,6 +482,11 @@ def run_study(
     Without `settings.export`, the export columns may come from an earlier record (`export_record`, e.g.
     the CPU run's JSON): the export does not depend on where the eager steps ran.
     """
+    from where223.pipeline.params import EMULATED_CUDA_FP16
+
+    if settings.amp_dtype == EMULATED_CUDA_FP16:
+        raise ParameterError(f"amp_dtype={EMULATED_CUDA_FP16!r} times no steps (emulated on a CPU they say nothing "
+                             "about a GPU): its export columns are `emulated_columns`, notebook 04's last section")
     out = output_path(settings.device, output_root)
     progress(f"eager equality and host-made tensors ({len(settings.variants)} variants, {settings.preset})")
     rows = eager_checks(settings)
@@ -526,4 +531,37 @@ def run_study(
     record = portable.record(record)
     records.write_json(out, record)
     record["path"] = str(out)
+    return record
+
+
+EMULATED_NOT_MEASURED = (
+    "eager equality, host-made tensors and step times: emulated on a CPU they say nothing about a GPU; only the "
+    "export columns (types, ONNX Runtime's verdict, divergences, Casts) are measured"
+)
+
+
+def emulated_columns(output_root: str | Path | None = None, seed: int = 0,
+                     progress: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+    """Each variant's export columns under CUDA's fp16 autocast policy emulated on CPU
+    (`where223.cuda_autocast`), written to `variants/emulated-types.json`: the tiny model exported as the CPU bf16
+    study exports it, judged by lint, ONNX Runtime and the divergence report. No step times under emulation."""
+    from where223.pipeline.params import EMULATED_CUDA_FP16
+    from where223.study.variants.record import EMULATED_TYPES
+
+    settings = StudySettings.resolve(device="cpu", amp_dtype=EMULATED_CUDA_FP16, preset="tiny", seed=seed)
+    out = paths.run_dir("variants", output_root) / Path(EMULATED_TYPES).name
+    rows: dict[str, dict[str, Any]] = {}
+    for name in settings.variants:
+        progress(f"export {name} under the emulated CUDA fp16 policy")
+        found = export_checks(name, settings, out.parent / "onnx-emulated")
+        rows[name] = {key: found[key] for key in (*EXPORT_FIELDS, "onnx_numerics")}
+    record = portable.record({
+        "study": "variants-emulated",
+        "label": "emulated CUDA fp16 autocast on CPU (where223.cuda_autocast), not run on a GPU",
+        "settings": asdict(settings),
+        "not_measured": EMULATED_NOT_MEASURED,
+        "variants": rows,
+        "environment": environment.describe("cpu"),
+    })
+    records.write_json(out, record)
     return record

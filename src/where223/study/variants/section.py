@@ -40,9 +40,44 @@ def section(report: Report) -> None:
         "",
         "Record: [`variants/variants-cpu.json`](variants/variants-cpu.json).",
         "",
+        *emulated_lines(report, record),
     )
     report.figure("variants/variants-cpu", "Tracing validity against host-made tensors per forward, step-time "
                   "ratio to 4.25 (paired) shown per variant", "04_variants")
+
+def _types(row: dict[str, Any]) -> str:
+    """A variant's export under one policy in a few words: ONNX Runtime's verdict, divergences, attention Casts."""
+    first = row.get("first_divergence") or {}
+    where = f"; first at `{first['node']}`" if first else ""
+    return (f"{row['ort']['status']}, {row['divergences']} divergences ({row['attention_divergences']} in attention)"
+            f"{where}, {row['attention_casts']} Casts")
+
+
+def emulated_lines(report: Report, record: dict[str, Any]) -> list[str]:
+    """The export columns under CUDA's fp16 policy emulated on CPU beside CPU bf16's, where the record exists."""
+    from where223.study.variants.record import EMULATED_TYPES
+
+    if not (report.outputs / EMULATED_TYPES).is_file():
+        return []
+    emulated = report.json(EMULATED_TYPES)
+    names = [name for name in record["variants"] if name in emulated["variants"] and "ort" in record["variants"][name]]
+    rows = [[f"`{name}`", _types(record["variants"][name]), _types(emulated["variants"][name])] for name in names]
+    passes = {"accepted", "missing_kernel"}  # past the type check (a missing kernel is this CPU's, not the graph's)
+    moved = [name for name in names if (record["variants"][name]["ort"]["status"] in passes)
+             != (emulated["variants"][name]["ort"]["status"] in passes)]  # fmt: skip
+    return [
+        "**Under CUDA's fp16 policy, emulated on CPU** (`where223.cuda_autocast`, section 1; not run on a GPU). The "
+        "same exports of the tiny model, each variant patched in, under the policy a GPU user's "
+        "`torch.autocast(\"cuda\", torch.float16)` applies; not measured: " + emulated["not_measured"] + ". Whether "
+        "a variant passes ONNX Runtime's type check changes for " + (", ".join(f"`{name}`" for name in moved)
+                                                                   if moved else "no variant") + ".",
+        "",
+        *markdown.table(["variant", "CPU bf16 autocast", "CUDA fp16 autocast (emulated)"], rows),
+        "",
+        f"Record: [`{EMULATED_TYPES}`]({EMULATED_TYPES}).",
+        "",
+    ]
+
 
 # The variant table's cost columns; the others say whether the variant traces correctly.
 COST_COLUMNS = ("host_tensors_per_forward", "step_time_ratio", "paired_ratio", "syncs_per_step", "h2d_copies_per_step")
