@@ -90,9 +90,32 @@ def assert_no_heavy_modules(code: str, tmp_path: Path, path: Path | None = None)
     assert not heavy, f"{code!r} loaded {heavy[:5]}"
 
 
-@pytest.mark.parametrize("module", RECORD_READERS)
-def test_record_readers_import_no_torch(module, tmp_path):
-    assert_no_heavy_modules(f"import {module}", tmp_path)
+def first_heavy_import(modules: tuple[str, ...], tmp_path: Path, path: Path | None = None) -> list:
+    """Import `modules` in turn in one fresh interpreter (with `path` first on sys.path); [module, heavy modules] for
+    the first after whose import torch or transformers is loaded, else []. One interpreter for all: what a reader
+    imports shows right after its own import, every module before it having imported nothing heavy."""
+    found = tmp_path / "heavy.json"
+    prelude = f"sys.path.insert(0, {str(path)!r})\n" if path else ""
+    script = (f"import importlib, json, sys\n{prelude}result = []\nfor name in {list(modules)!r}:\n"
+              f"    importlib.import_module(name)\n"
+              f"    heavy = sorted(m for m in sys.modules if m.split('.')[0] in {sorted(HEAVY)!r})\n"
+              f"    if heavy:\n        result = [name, heavy[:5]]\n        break\n"
+              f"open({str(found)!r}, 'w').write(json.dumps(result))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return json.loads(found.read_text())
+
+
+def test_record_readers_import_no_torch(tmp_path):
+    assert first_heavy_import(RECORD_READERS, tmp_path) == []
+
+
+def test_control_one_interpreter_names_the_reader_that_imports_torch(tmp_path):
+    """The control: a reader that imports torch, between two that do not, is the one named."""
+    (tmp_path / "heavy_reader.py").write_text("import torch\n")
+    (tmp_path / "light_reader.py").write_text("import json\n")
+    found = first_heavy_import(("light_reader", "heavy_reader", "where223.study.fix.analysis"), tmp_path, tmp_path)
+    assert found[0] == "heavy_reader" and "torch" in found[1]
 
 
 def test_report_command_runs_without_torch(tmp_path):

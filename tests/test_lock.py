@@ -13,8 +13,9 @@ from packaging.version import Version
 
 from where223.pipeline.paths import ROOT
 
-# protobuf 7 (upb) over transformers[sentencepiece]'s protobuf<=3.20.2 (via optimum 1.5.1): the lock's header.
-OVERRIDES = {"protobuf"}
+# protobuf 7 (upb) over transformers[sentencepiece]'s protobuf<=3.20.2 (via optimum 1.5.1), and rfc3987-syntax left
+# out of jsonschema[format-nongpl] (its import builds a grammar in every nbformat process): the lock's header.
+OVERRIDES = {"protobuf", "rfc3987-syntax"}
 
 
 def lock_pins(text: str) -> dict[str, Version]:

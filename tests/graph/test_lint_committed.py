@@ -29,8 +29,10 @@ def _fresh(committed: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_there_are_committed_reports_with_violations():
-    assert len(COMMITTED) >= 3
-    assert all(_committed(p)["violations"] for p in COMMITTED)
+    """Every unfixed export's report has violations (the fixed ones may be clean: the emulated fp16 fix's is)."""
+    unfixed = [p for p in COMMITTED if not p.parent.name.startswith("fix-")]
+    assert len(unfixed) >= 3
+    assert all(_committed(p)["violations"] for p in unfixed)
 
 
 @pytest.mark.parametrize("lint_json", COMMITTED, ids=lambda p: str(p.parent.relative_to(OUTPUTS)))

@@ -23,8 +23,7 @@ def _record(model: str, outcome: str, op: str = "Where", stack: str = "project")
 def test_the_plan_takes_every_group_s_first_member_before_any_second():
     other = {**GROUP, "operator": "Conv", "members": ["beit", "gpt2", "levit"]}
     lines = emulated.plan_lines([GROUP, other, {**GROUP, "stack": "today"}], "2022")
-    assert lines == [f"gpt2 {emulated.RECIPE} torchscript auto", f"beit {emulated.RECIPE} torchscript auto",
-                     f"imagegpt {emulated.RECIPE} torchscript auto", f"levit {emulated.RECIPE} torchscript auto"]  # fmt: skip
+    assert lines == [f"{model} {emulated.RECIPE} torchscript auto" for model in ("gpt2", "beit", "imagegpt", "levit")]
 
 
 def test_a_group_is_refused_alike_only_when_a_member_is_refused_at_its_operator():

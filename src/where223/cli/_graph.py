@@ -11,7 +11,7 @@ from where223.cli import _options as options
 from where223.cli._base import Command, say
 from where223.cli._options import same_file, writable_file
 from where223.errors import UsageError, printable
-from where223.graph.repair import ORT_TIMEOUT_S
+from where223.graph.ort import ORT_TIMEOUT_S
 
 LINT_FORMATS = ("text", "json", "sarif", "github")
 

@@ -29,6 +29,9 @@ from where223.enums import TextEnum
 if TYPE_CHECKING:
     from where223.graph.loading import ModelLike
 
+# default time ONNX Runtime may take to create a session for a repaired model (`where223 repair --ort-timeout`)
+ORT_TIMEOUT_S = 60.0
+
 
 class OrtVerdict(TextEnum):
     """What ONNX Runtime made of a model, from the most specific refusal to the least (declaration order)."""
@@ -237,6 +240,9 @@ def load_session(
     onnxruntime = import_onnxruntime()
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 4 if probe else 3  # errors only (probes: fatal only): the refusal itself is raised
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:  # a share of the cores set for torch (test and sweep workers) holds here
+        options.intra_op_num_threads = int(threads)
     if probe:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     source = model_or_path.SerializeToString() if isinstance(model_or_path, onnx.ModelProto) else str(model_or_path)

@@ -14,12 +14,12 @@ from where223.files import temporary_folder
 from where223.graph.dtypes import tensor_type_string
 from where223.graph.lint import lint_model
 from where223.graph.loading import load_model
+from where223.graph.ort import ORT_TIMEOUT_S
 from where223.graph.repair._binding import NOT_CONSULTED
 from where223.graph.repair._change import Change, RepairRefused
 from where223.graph.repair._repair import repair
 
 _EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroom for the graph
-ORT_TIMEOUT_S = 60.0  # default time ONNX Runtime may take to create a session for a repaired model
 
 
 def save_model(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
