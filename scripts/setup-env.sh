@@ -14,6 +14,7 @@
 #    subprocess would compile torch and transformers from source again (benchmarks/import_bytecode.py).
 # 10. .venv-graph: the graph tools beside today's onnx and onnxruntime, `pip install .[graph]` pinned by
 #    requirements-graph.lock (no torch, no historic stack); `make test` runs tests/graph in it too.
+# 11. the tests' generated fixtures, cached under .cache (what their first run would otherwise build).
 # WHERE223_INSTALLER=pip makes pip do 3-5 and 8 (also the fallback when uv cannot be installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -111,4 +112,12 @@ else
   [ -x "$GRAPH_VENV/bin/python" ] || "$PYTHON" -m venv "$GRAPH_VENV"
   "$GRAPH_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${graph_requirements[@]}"
 fi
+# What the tests would otherwise build on their first run, deterministic and cached under .cache: onnx's conformance
+# node models for today's onnx (its wheel ships none; the differential test reads them) and the tiny model exported
+# with each transformers release (the historic variants are checked against them).
+echo "setup: the tests' generated fixtures (.cache/onnx-conformance, .cache/transformers/exports)"
+"$GRAPH_VENV/bin/python" -c "from where223.graph.mutants import generated_node_models; generated_node_models()"
+"$PY" -c "from where223.gpt2.releases import RELEASES, export_with_release
+for version in RELEASES.values():
+    export_with_release(version)"
 echo "setup: ready ($PY, kernel 'where223', installed with $WHERE223_INSTALLER, ${SECONDS}s)"
