@@ -5,7 +5,6 @@ apart; a bad reference is one line and exit 2."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,20 +19,35 @@ VERIFICATION = "tiny-cpu-bf16-onnx_export/fix-4.26/verification.json"
 SUMMARY = "architectures/summary.json"
 
 
+@pytest.fixture(scope="module")
+def committed_files() -> dict[Path, bytes]:
+    """The committed records (and one figure), read once per module: relative path -> bytes."""
+    files = {}
+    for path in [*OUTPUTS.rglob("*.json"), OUTPUTS / "variants" / "variants-cpu.png"]:
+        relative = path.relative_to(OUTPUTS)
+        if relative.parts[0] not in ("failed", ".staging"):
+            files[relative] = path.read_bytes()
+    return files
+
+
+def _write_tree(root: Path, files: dict[Path, bytes]) -> Path:
+    for folder in sorted({relative.parent for relative in files}):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    for relative, content in files.items():
+        (root / relative).write_bytes(content)
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference_tree(tmp_path_factory: pytest.TempPathFactory, committed_files: dict[Path, bytes]) -> Path:
+    """The reference copy, written once per module: no test edits it."""
+    return _write_tree(tmp_path_factory.mktemp("compare") / "reference", committed_files)
+
+
 @pytest.fixture
-def trees(tmp_path: Path) -> tuple[Path, Path]:
+def trees(tmp_path: Path, reference_tree: Path, committed_files: dict[Path, bytes]) -> tuple[Path, Path]:
     """Two copies of the committed records (and one figure): the reference and a rerun to edit."""
-    made = []
-    for name in ("reference", "rerun"):
-        root = tmp_path / name
-        for path in [*OUTPUTS.rglob("*.json"), OUTPUTS / "variants" / "variants-cpu.png"]:
-            relative = path.relative_to(OUTPUTS)
-            if relative.parts[0] in ("failed", ".staging"):
-                continue
-            (root / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, root / relative)
-        made.append(root)
-    return made[0], made[1]
+    return reference_tree, _write_tree(tmp_path / "rerun", committed_files)
 
 
 def edit(root: Path, record: str, change) -> None:
