@@ -275,10 +275,7 @@ def _below_autocast():
 
 def _cuda_autocast_on() -> bool:
     """CUDA autocast's flag as model code sets it (`torch.autocast("cuda", enabled=False)` regions turn it off)."""
-    try:
-        return torch.is_autocast_enabled("cuda")
-    except TypeError:  # torch < 2.4
-        return torch.is_autocast_enabled()
+    return _autocast_enabled("cuda")
 
 
 def _kernel(name: str, policy: str, casts: _Casts):
@@ -485,15 +482,22 @@ def _round_like(result: Any, wanted: Any) -> Any:
     return rounded[0]
 
 
-def _autocast_flag(device: str, enabled: bool) -> bool:
-    """Turn `device`'s autocast flag on or off; its previous value. torch 2.4 and later take the device type (the
-    older per-device functions warn there); torch 2.1 has only those. For CUDA only code that asks is affected (what
-    `torch.is_autocast_enabled()` answers model code): CPU tensors never reach the AutocastCUDA kernels."""
+def _autocast_enabled(device: str) -> bool:
+    """`device`'s autocast flag: torch 2.4 and later take the device type; torch 2.1 has a function per device."""
     try:
-        previous = torch.is_autocast_enabled(device)
+        return torch.is_autocast_enabled(device)
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_cpu_enabled() if device == "cpu" else torch.is_autocast_enabled()
+
+
+def _autocast_flag(device: str, enabled: bool) -> bool:
+    """Turn `device`'s autocast flag on or off; its previous value (`_autocast_enabled` on the two APIs). For CUDA
+    only code that asks is affected (what `torch.is_autocast_enabled()` answers model code): CPU tensors never
+    reach the AutocastCUDA kernels."""
+    previous = _autocast_enabled(device)
+    try:
         torch.set_autocast_enabled(device, enabled)
     except TypeError:  # torch < 2.4
-        previous = torch.is_autocast_cpu_enabled() if device == "cpu" else torch.is_autocast_enabled()
         (torch.set_autocast_cpu_enabled if device == "cpu" else torch.set_autocast_enabled)(enabled)
     return previous
 

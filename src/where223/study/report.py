@@ -104,11 +104,7 @@ def failure(report: Report) -> None:
         f"{params['device']}, opset {params['opset']}. Stack: {_stack(first)}.",
         "",
     )
-    rows = []
-    for path, record in records.items():
-        binding = (record["error"] or {}).get("type_binding") or {}
-        rows.append([f"`{path}`", record["status"], f"`{binding.get('node', '')}`",
-                     " vs ".join(binding.get("bound_types", []))])
+    rows = _path_rows(records)
     report.add(*markdown.table(["path", "status", "node ONNX Runtime names", "bound types"], rows))
     # where each path raised, below the table rather than in a column: the frames are too long for a page's width
     report.add("", "Raised from:", "")
@@ -135,6 +131,16 @@ def failure(report: Report) -> None:
     )
 
 
+def _path_rows(records: Mapping[str, dict[str, Any]]) -> list[list[str]]:
+    """Section 1's table rows: per path, its status, the node ONNX Runtime names and the types bound."""
+    rows = []
+    for path, record in records.items():
+        binding = (record["error"] or {}).get("type_binding") or {}
+        rows.append([f"`{path}`", record["status"], f"`{binding.get('node', '')}`",
+                     " vs ".join(binding.get("bound_types", []))])
+    return rows
+
+
 def emulated_failure(report: Report) -> None:
     """Section 1's second table: the three paths under CUDA's fp16 autocast policy emulated on CPU, where the plan
     runs them (`amp_dtype: fp16_cuda_emulated`), labelled emulated."""
@@ -143,11 +149,7 @@ def emulated_failure(report: Report) -> None:
         return
     folders = {run.parameters["path"]: find_run(report.outputs, run.parameters) for run in planned}
     records = {path: report.json(f"{folder}/reproduce.json") for path, folder in folders.items()}
-    rows = []
-    for path, record in records.items():
-        binding = (record["error"] or {}).get("type_binding") or {}
-        rows.append([f"`{path}`", record["status"], f"`{binding.get('node', '')}`",
-                     " vs ".join(binding.get("bound_types", []))])
+    rows = _path_rows(records)
     report.add(
         "",
         "**Emulated CUDA fp16.** The seed met the failure on a GPU in fp16; the table above is CPU bf16, because CPU "
