@@ -67,3 +67,33 @@ def test_graph_results_keep_portable_stack_paths_from_any_working_folder(tmp_pat
     assert [r.file for r in divergence.graph_results(path)] == ["transformers/models/m/modeling_m.py"]
     monkeypatch.setattr(portable, "frame_file", portable.path)  # control: resolving against the folder
     assert divergence.graph_results(path)[0].file.endswith("work/transformers/models/m/modeling_m.py")
+
+
+def test_graph_results_give_a_line_the_nodes_the_emulated_autocast_made_for_it(tmp_path, monkeypatch):
+    """Under `where223.cuda_autocast` an op's casts and the op itself are recorded from the emulation's Python
+    kernels: the innermost frames are its, the model's line is further out. The line's result is then the cast op,
+    as under real autocast (whose casts carry no Python frame), not the float node before it."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model_line = "transformers/pytorch_utils.py(112): forward\n"
+    emulation = "torch/_ops.py(448): __call__\nsrc/where223/cuda_autocast.py(304): kernel\n"
+    reshape = helper.make_node("Relu", ["x"], ["h"], name="/m/Reshape", doc_string=model_line)
+    cast = helper.make_node("Cast", ["h"], ["y"], name="/m/Cast", to=TensorProto.FLOAT16, doc_string=emulation + model_line)
+    graph = helper.make_graph(
+        [reshape, cast], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2])],
+    )  # fmt: skip
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    eager = [LineResult("transformers/pytorch_utils.py", 112, "0", "float16", "addmm", 0)]
+
+    lines = divergence.graph_results(path)
+    assert [(r.line, r.dtype, r.op) for r in lines] == [(112, "float16", "/m/Cast")]
+    assert divergence.join(eager, lines).first is None
+    monkeypatch.setattr(divergence, "is_plumbing", lambda file: False)  # control: the emulation's frames kept
+    lines = divergence.graph_results(path)
+    assert [(r.file, r.dtype) for r in lines] == [
+        ("transformers/pytorch_utils.py", "float"), ("src/where223/cuda_autocast.py", "float16"),
+    ]  # fmt: skip
+    assert divergence.join(eager, lines).first.graph_node == "/m/Reshape"

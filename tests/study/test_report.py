@@ -478,3 +478,25 @@ def test_control_a_missing_section_or_file_is_caught(outputs_copy, monkeypatch):
     assert structure_problems(report.build(outputs_copy), outputs_copy)[:2] == [
         "sections numbered ['1', '2', '3', '4', '5', '7', '8', '9'] for 9 notebooks",
         "no link to an executed 06_architectures"]
+
+
+def test_the_emulated_variant_columns_say_for_how_many_variants_the_divergences_are_cpu_bf16s(tmp_path):
+    from where223.study.variants.record import EMULATED_TYPES
+
+    def row(status, count, node):
+        return {"ort": {"status": status}, "divergences": count, "attention_divergences": count,
+                "first_divergence": node and {"node": node}, "attention_casts": 3}  # fmt: skip
+
+    bf16 = {"variants": {"a": row("missing_kernel", 2, "/h.0/attn/Div"), "b": row("missing_kernel", 0, None)}}
+    emulated = {"not_measured": "step times", "variants": {"a": row("accepted", 2, "/h.0/attn/Div"),
+                                                           "b": row("accepted", 0, None)}}  # fmt: skip
+    (tmp_path / EMULATED_TYPES).parent.mkdir(parents=True)
+
+    def text() -> str:
+        (tmp_path / EMULATED_TYPES).write_text(json.dumps(emulated))
+        return "\n".join(variants_section.emulated_lines(report.Report(tmp_path, load_plan()), bf16))
+
+    assert "changes for no variant; the divergence columns (how many, how many in attention, the first node) " \
+           "are CPU bf16's for 2 of 2 variants, with float16" in text()
+    emulated["variants"]["b"] = row("accepted", 6, "/h.0/attn/c_attn/Reshape")  # control: one variant differs
+    assert "are CPU bf16's for 1 of 2 variants (not for `b`)" in text()

@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from where223.eager.precision import autocast
-from where223.graph.blame import SourceFiles, recorded_stack
+from where223.graph.blame import SourceFiles, is_plumbing, recorded_stack
 from where223.graph.dtypes import short_type
 from where223.graph.loading import load_model
 from where223.graph.types import model_types
@@ -46,12 +46,14 @@ FLOATING = frozenset(_DTYPE_NAMES.values())
 
 
 def _is_library_frame(filename: str) -> bool:
-    """torch's own frames and this module's, by absolute path or by a portable one (`torch/...`, as exports
-    rewritten by `export.stable_doc_strings` record them)."""
+    """torch's own frames, this module's and the call plumbing's (`blame.is_plumbing`: the emulated CUDA autocast's
+    kernels record the casts and ops they make from their own lines), by absolute path or by a portable one
+    (`torch/...`, as exports rewritten by `export.stable_doc_strings` record them)."""
     return (
         filename.startswith((_TORCH_DIR, "torch/"))
         or "/torch/" in filename
         or filename in (_THIS_FILE, _THIS_FILE_PORTABLE)
+        or is_plumbing(filename)
     )
 
 

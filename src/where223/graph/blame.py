@@ -38,6 +38,13 @@ _PLUMBING = re.compile(
     r"(^|[/\\])(torch[/\\]nn[/\\]modules[/\\]module|torch[/\\]_ops|where223[/\\]cuda_autocast)\.py$"
 )
 OUTSIDE_ROOTS = "source not shown: outside the known roots"
+
+
+def is_plumbing(file: str) -> bool:
+    """Whether a frame's file only carries a call between the model's line and the op it calls (module calls,
+    op overloads, the emulated CUDA autocast's kernels): no model line is ever one of these."""
+    return bool(_PLUMBING.search(file))
+
 def same_op(aten: str, op_type: str) -> bool:
     """Whether an ATen op or kernel plausibly became an ONNX op: one's letters a prefix of the other's, after the
     namespace, an overload and a `native_` prefix (`aten::layer_norm`, `native_layer_norm` and LayerNormalization,
@@ -140,7 +147,7 @@ class BlameResult:
         for frame in self.frames:
             if _MACHINERY.search(frame.file):
                 break
-            if not _PLUMBING.search(frame.file):
+            if not is_plumbing(frame.file):
                 inside.append(frame)
         return inside or list(self.frames)
 

@@ -65,18 +65,29 @@ def emulated_lines(report: Report, record: dict[str, Any]) -> list[str]:
     passes = {"accepted", "missing_kernel"}  # past the type check (a missing kernel is this CPU's, not the graph's)
     moved = [name for name in names if (record["variants"][name]["ort"]["status"] in passes)
              != (emulated["variants"][name]["ort"]["status"] in passes)]  # fmt: skip
+    same = [name for name in names if _divergence_columns(record["variants"][name])
+            == _divergence_columns(emulated["variants"][name])]  # fmt: skip
+    other = [f"`{name}`" for name in names if name not in same]
     return [
         "**Under CUDA's fp16 policy, emulated on CPU** (`where223.cuda_autocast`, section 1; not run on a GPU). The "
         "same exports of the tiny model, each variant patched in, under the policy a GPU user's "
         "`torch.autocast(\"cuda\", torch.float16)` applies; not measured: " + emulated["not_measured"] + ". Whether "
         "a variant passes ONNX Runtime's type check changes for " + (", ".join(f"`{name}`" for name in moved)
-                                                                   if moved else "no variant") + ".",
+                                                                   if moved else "no variant") + "; the "
+        f"divergence columns (how many, how many in attention, the first node) are CPU bf16's for {len(same)} of "
+        f"{len(names)} variants" + (f" (not for {', '.join(other)})" if other else "") + ", with float16 where "
+        "CPU bf16 has bfloat16.",
         "",
         *markdown.table(["variant", "CPU bf16 autocast", "CUDA fp16 autocast (emulated)"], rows),
         "",
         f"Record: [`{EMULATED_TYPES}`]({EMULATED_TYPES}).",
         "",
     ]
+
+
+def _divergence_columns(row: dict[str, Any]) -> tuple[Any, ...]:
+    first = row.get("first_divergence")
+    return row.get("divergences"), row.get("attention_divergences"), first and first["node"]
 
 
 # The variant table's cost columns; the others say whether the variant traces correctly.
