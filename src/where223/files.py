@@ -111,6 +111,27 @@ def temporary_folder(beside: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextmanager
+def atomic_model_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A path with `path`'s own name, in a fresh folder beside it, for a writer that puts files of its own beside
+    the one it writes (an ONNX exporter's external weights, named after the model they belong to); when the block
+    completes, every other file in that folder is moved beside `path`, then the model onto `path`.
+
+    `atomic_path` would leave such files under their temporary names, which the model then names and the next
+    writer into the folder removes as stale; here they keep the names the model gives them. A block that raises
+    leaves `path` untouched and removes the folder.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with temporary_folder(target) as staging:
+        partial = staging / target.name
+        yield partial
+        for entry in sorted(staging.iterdir()):  # the weights first: the model never names a file not yet there
+            if entry != partial:
+                os.replace(entry, target.with_name(entry.name))
+        os.replace(partial, target)
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
     raw = data.encode() if isinstance(data, str) else data

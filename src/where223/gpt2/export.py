@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from where223.eager.precision import autocast
-from where223.files import atomic_path
+from where223.files import atomic_model_path, atomic_path
 from where223.pipeline import portable
 
 
@@ -56,7 +56,7 @@ def export_onnx(
     # A trailing dict is passed as keyword arguments (GPT-2's second positional is past_key_values).
     args = (batch["input_ids"].to(device), {"attention_mask": batch["attention_mask"].to(device)})
     model = model.to(device)
-    with atomic_path(out) as partial:  # readers of `out` never see a half-written model
+    with atomic_model_path(out) as partial:  # readers of `out` never see a half-written model
         with autocast(device, amp_dtype), output_to(out.with_suffix(".log")):
             torch.onnx.export(
                 model,

@@ -10,7 +10,7 @@ from typing import Any
 import onnx
 
 from where223.errors import UsageError, printable
-from where223.files import temporary_folder
+from where223.files import atomic_model_path
 from where223.graph.dtypes import tensor_type_string
 from where223.graph.lint import lint_model
 from where223.graph.loading import load_model
@@ -26,18 +26,15 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
     """Write a model atomically into an existing folder: its weights inline when they fit protobuf's limit,
     else beside it as PATH.data.
 
-    The files are written into a temporary folder beside `path` (`where223.files.temporary_folder`, removed
+    The files are written into a temporary folder beside `path` (`where223.files.atomic_model_path`, removed
     however the write ends, and by the next write into the folder when a killed process left it), then renamed
     into place (the weights first), so a reader never finds a half-written model and a failed write leaves the
     old one intact. A symlink at `path` is replaced by the file, not written through.
     """
     path = Path(path)
     external = model.ByteSize() > _EXTERNAL_DATA_THRESHOLD
-    with temporary_folder(path) as staging:
-        onnx.save_model(model, str(staging / path.name), save_as_external_data=external, location=f"{path.name}.data")
-        if external:
-            os.replace(staging / f"{path.name}.data", path.with_name(f"{path.name}.data"))
-        os.replace(staging / path.name, path)
+    with atomic_model_path(path) as partial:
+        onnx.save_model(model, str(partial), save_as_external_data=external, location=f"{path.name}.data")
     return path
 
 

@@ -307,7 +307,7 @@ def export_module(
     from where223.gpt2.export import output_to, stable_doc_strings
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    with files.atomic_path(out) as partial:
+    with files.atomic_model_path(out) as partial:  # external weights keep the names the model gives them
         with recipe.context(torch), output_to(out.with_suffix(".log")):
             facts = EXPORTERS[exporter](
                 torch, module, tuple(inputs.values()), partial, opset=opset, mode=mode, input_names=list(inputs),
