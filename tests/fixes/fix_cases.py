@@ -51,6 +51,13 @@ class MaskedScores(torch.nn.Module):
         return torch.nn.functional.adaptive_avg_pool1d(masked.to(scores.dtype), 1)
 
 
+class NegativePermute(torch.nn.Module):
+    """A permutation written with negative axes, as bamba's mamba layer writes it (not a type: its second refusal)."""
+
+    def forward(self, x):
+        return (x + 1).permute(0, -2, -1, 1)
+
+
 def cases():
     torch.manual_seed(0)
     q, mask = torch.randn(1, 2, 4, 8), torch.ones(4, 4, dtype=torch.bool)
@@ -63,6 +70,7 @@ def cases():
         "conv_bf16": (NormConv().eval().bfloat16(), (x.bfloat16(),), contextlib.nullcontext),
         "einsum_scale_bf16": (EinsumScale(), (x[:, :4].bfloat16(), y.bfloat16()), contextlib.nullcontext),
         "where_pool_autocast": (MaskedScores(), (x, torch.ones(5, 5, dtype=torch.bool).tril()), autocast),
+        "permute_negative": (NegativePermute(), (torch.randn(2, 3, 4, 5),), contextlib.nullcontext),
     }
 
 

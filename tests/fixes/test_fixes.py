@@ -20,6 +20,8 @@ pytestmark = pytest.mark.slow
 CASES = Path(__file__).with_name("fix_cases.py")
 TYPES_ACCEPTED = {"accepted", "missing_kernel"}
 REFUSED = {"type_error", "where_type_error"}
+# a Transpose with negative axes in its perm: refused, not for a type (the control), then accepted with the fixes
+PERMUTE = {"plain": "other_error", "fixed": "accepted"}
 
 
 def run_cases(python: Path, tmp_path: Path, *exporters: str) -> dict[str, dict[str, str]]:
@@ -40,6 +42,7 @@ def test_fixes_on_the_2022_stack(tmp_path):
     assert found["torchscript/where_pool_autocast"]["plain"] == "where_type_error"  # the seed's own error
     for case in ("sdpa_bf16", "layer_norm_conv_autocast", "conv_bf16", "einsum_scale_bf16", "where_pool_autocast"):
         assert found[f"torchscript/{case}"]["fixed"] in TYPES_ACCEPTED, case
+    assert found["torchscript/permute_negative"] == {**found["torchscript/permute_negative"], **PERMUTE}
 
 
 def test_fixes_on_today_s_stack(tmp_path):
@@ -48,6 +51,7 @@ def test_fixes_on_today_s_stack(tmp_path):
                        "torchscript/einsum_scale_bf16", "torchscript/where_pool_autocast",
                        "dynamo/layer_norm_conv_autocast", "dynamo/conv_bf16",
                        "dynamo/einsum_scale_bf16"}  # fmt: skip
+    assert found.pop("torchscript/permute_negative").items() >= PERMUTE.items()
     for case, verdicts in found.items():
         if case in refused_plainly:
             assert verdicts["plain"] in REFUSED, case  # the control

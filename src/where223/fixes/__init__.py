@@ -5,7 +5,8 @@ right from the exporter, rather than repairing the graph afterwards (`where223.g
   (`_torchscript`): scaled_dot_product_attention with its scale and mask constants in the query's type (`_sdpa`),
   Casts given torch's number for bfloat16 retargeted after the scalar-type analysis (`_cast_target`), layer_norm and
   where computed in their widest input type when eager handed them mixed dtypes (`_binding`), and the ops whose
-  ONNX schema does not allow a reduced type at the opset computed in float (`_in_float`);
+  ONNX schema does not allow a reduced type at the opset computed in float (`_in_float`), and permute's axes made
+  non-negative (`_permute`: a Transpose refused for its `perm`, the second refusal of bamba);
 - dynamo exporter: a pass over the exported program before it is translated (`_dynamo`): the binding and
   in-float rules as casts in the FX graph, so the ONNX graph carries them as the exporter's own Casts.
 

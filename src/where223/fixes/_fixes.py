@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from where223.fixes import _binding, _in_float, _sdpa
+from where223.fixes import _binding, _in_float, _permute, _sdpa
 from where223.fixes._cast_target import corrected_casts
 from where223.fixes._torchscript import overridden
 
@@ -34,6 +34,9 @@ FIXES: tuple[Fix, ...] = (
         "layer_norm's and where's symbolics compute mixed dtypes in the widest and cast back to eager's output type"),
     Fix("in_float", "torchscript", tuple((op, "invalid_type") for op in _in_float.IN_FLOAT_OPS),
         "ops whose schema does not allow the reduced type at the opset compute in float, cast back"),
+    Fix("permute_axes", "torchscript", (("Transpose", "other_error"),),
+        "permute's symbolic with negative axes counted from the end: ONNX's Transpose takes perm in 0..rank-1 "
+        "(a second refusal, after a type class is fixed: bamba)"),
     Fix("program_pass", "dynamo",
         (("LayerNormalization", "type_binding_conflict"), ("MatMul", "type_binding_conflict"),
          ("Conv", "invalid_type"), ("Softplus", "invalid_type"), ("MaxPool", "invalid_type"),
@@ -54,6 +57,7 @@ def fixed(exporter: str, opset: int) -> Iterator[list[str]]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(corrected_casts())
         stack.enter_context(overridden(_sdpa.ATEN, opset, _sdpa.make))
+        stack.enter_context(overridden(_permute.ATEN, opset, _permute.make))
         for aten in _binding.BOUND:
             stack.enter_context(overridden(aten, opset, _binding.make_for(aten)))
         for op_type, atens in _in_float.IN_FLOAT_OPS.items():
