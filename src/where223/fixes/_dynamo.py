@@ -4,11 +4,13 @@ are the exporter's own (`aten._to_copy` nodes, translated as `Cast`s, their type
 - a layer norm, where or matmul handed mixed dtypes (bf16 activations with float weights under CPU autocast) computes
   in the widest of them and its result is cast back to the type eager returned, as eager's kernel does;
 - an op whose ONNX operator does not allow its reduced input type at the export's opset (`IN_FLOAT_ATEN`: bf16
-  into `Conv` before opset 22, `Softplus`, `MaxPool`, ...) computes in float, its outputs cast back.
+  into `Conv` before opset 22, `Softplus`, `MaxPool`, group_norm's `InstanceNormalization`, `TopK`, ...) computes
+  in float, its floating outputs cast back (a tuple's, topk's values, where its users take them).
 """
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ IN_FLOAT_ATEN: dict[str, str] = {
     "aten.avg_pool3d.default": "AveragePool", "aten.adaptive_avg_pool1d.default": "AveragePool",
     "aten.adaptive_avg_pool2d.default": "AveragePool", "aten._adaptive_avg_pool2d.default": "AveragePool",
     "aten.adaptive_avg_pool3d.default": "AveragePool", "aten.hardswish.default": "HardSwish",
+    "aten.group_norm.default": "InstanceNormalization", "aten.topk.default": "TopK",
 }  # fmt: skip
 # aten overloads whose ONNX operator binds one type to all their floating tensor inputs
 BOUND = ("aten.layer_norm.default", "aten.where.self", "aten.matmul.default", "aten.mm.default", "aten.bmm.default")
@@ -85,6 +88,23 @@ def _wrap(graph: Any, torch: Any, node: Any, positions: list[int], compute: Any,
                 args[position] = _to(graph, torch, given, compute)
         node.args = tuple(args)
     value = _val(node)
+    if isinstance(value, (tuple, list)):  # topk's (values, indices): each floating item its users take, cast back
+        node.meta["val"] = type(value)(_computed_in(torch, item, compute) for item in value)
+        for user in list(node.users):
+            if user.target is operator.getitem and _reduced(torch, user):
+                _wrap_result(graph, torch, user, compute, _val(user).dtype)
+        return
+    _wrap_result(graph, torch, node, compute, back)
+
+
+def _computed_in(torch: Any, value: Any, compute: Any) -> Any:
+    floating = isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16)
+    return value.to(compute) if floating else value
+
+
+def _wrap_result(graph: Any, torch: Any, node: Any, compute: Any, back: Any) -> None:
+    """`node`'s value, now computed in `compute`, cast to `back` for its users."""
+    value = _val(node)
     if value is not None:
         node.meta["val"] = value.to(compute)
     with graph.inserting_after(node):
@@ -112,14 +132,15 @@ def fix_program(program: Any, opset: int) -> list[str]:
                 _wrap(graph, torch, node, [i for i, v in floating if v.dtype != wide], wide, out.dtype)
                 changes.append(f"{node.name}: {target.split('.')[1]} of {'/'.join(sorted(map(str, dtypes)))} "
                                f"computed in {wide}")  # fmt: skip
-        elif target in IN_FLOAT_ATEN and isinstance(out, torch.Tensor):
+        elif target in IN_FLOAT_ATEN and isinstance(out, (torch.Tensor, tuple, list)):
             op_type = IN_FLOAT_ATEN[target]
-            refused = [i for i, v in tensors if v.dtype in (torch.bfloat16, torch.float16)
+            refused = [(i, v.dtype) for i, v in tensors if v.dtype in (torch.bfloat16, torch.float16)
                        and not allowed(op_type, opset, v.dtype)]  # fmt: skip
             if refused:
-                _wrap(graph, torch, node, refused, torch.float32, out.dtype)
-                changes.append(f"{node.name}: {op_type} in {out.dtype} not allowed at opset {opset}: computed in "
-                               "float")  # fmt: skip
+                back = out.dtype if isinstance(out, torch.Tensor) else None  # a tuple's items: each its own
+                _wrap(graph, torch, node, [i for i, _ in refused], torch.float32, back)
+                changes.append(f"{node.name}: {op_type} in {refused[0][1]} not allowed at opset {opset}: computed "
+                               "in float")  # fmt: skip
     if changes:
         graph.lint()
         program.graph_module.recompile()
