@@ -66,6 +66,9 @@ JUDGED: frozenset[Outcome] = frozenset(
     {Outcome.ACCEPTED, Outcome.WHERE_TYPE_ERROR, Outcome.TYPE_ERROR, Outcome.MISSING_KERNEL, Outcome.OTHER_ERROR}
 )
 
+# ONNX Runtime accepted the graph's types: it loaded, or it found no kernel for them on this CPU (after the type check)
+TYPES_ACCEPTED: frozenset[Outcome] = frozenset({Outcome.ACCEPTED, Outcome.MISSING_KERNEL})
+
 
 def from_verdict(verdict: str) -> Outcome:
     """The outcome of a cell whose graph ONNX Runtime judged (`OrtVerdict` value, `timeout` included)."""

@@ -15,6 +15,7 @@ from where223.graph.ort import (
     judge_message,
     load_session,
     message_node,
+    resolution_refusal,
 )
 
 # The seed's message, verbatim (ONNX Runtime's parentheses do not balance).
@@ -185,3 +186,13 @@ def test_judges_a_missing_file_as_another_error(tmp_path):
 ])
 def test_the_node_a_refusal_is_about_in_each_of_its_wordings(message, node):
     assert message_node(message) == node
+
+
+def test_graph_resolutions_refusals_name_their_node_and_operator():
+    message = ("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:Node (/l.0/mamba/Transpose_9) Op "
+               "(Transpose) [TypeInferenceError] Invalid attribute perm {0, -2, -1, 1}, input shape = {0, 0, 0, 0}")
+    assert resolution_refusal(message) == ("/l.0/mamba/Transpose_9", "Transpose")
+    # controls: a type check's wording and a missing kernel's are other parsers' (message_node, refused_operator)
+    assert resolution_refusal("Could not find an implementation for MatMul(13) node with name '/h.0/MatMul'") is None
+    assert resolution_refusal("Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in "
+                              "node (conv) is invalid.") is None

@@ -109,6 +109,26 @@ def test_summary_joins_classes_and_finds_a_regressed_sample():
     assert found["tolerances"]["against_eager"] == {"fp16": [0.0078125]}
 
 
+SHAPE = "[ONNXRuntimeError] : 1 : FAIL : Node (/m/MatMul) Op (MatMul) [ShapeInferenceError] Incompatible dimensions"
+
+
+def test_a_refusal_left_is_the_exporters_when_float32_is_refused_alike():
+    from where223.study.remedies import baseline
+
+    left = remedy_record("canine", fixed="other_error")
+    left["fixed"]["ort"] = {"message": SHAPE}
+    float32 = {**class_record("canine", "other_error", recipe="fp32_model"), "ort": {"message": SHAPE}}
+    assert baseline.plan_lines([left, remedy_record("a")], "today") == ["canine fp32_model torchscript auto"]
+    found = analysis.summary([left], [class_record("canine", "type_error")], float32_rows=[float32])
+    (entry,) = found["classes"][0]["not_remedied"]
+    assert entry["float32"] == baseline.ALIKE_IN_FLOAT32 and "Incompatible dimensions" in entry["fix_message"]
+    other = {**float32, "ort": {"message": SHAPE.replace("Op (MatMul)", "Op (Mul)")}}  # controls: another op,
+    accepted = {**float32, "outcome": "accepted", "ort": {"message": None}}  # accepted in float32, no record
+    for rows, said in (([other], baseline.NOT_ALIKE), ([accepted], baseline.NOT_ALIKE), ([], baseline.NOT_RUN)):
+        found = analysis.summary([left], [class_record("canine", "type_error")], float32_rows=rows)
+        assert found["classes"][0]["not_remedied"][0]["float32"] == said
+
+
 @pytest.mark.slow
 def test_bert_fp16_torchscript_cell_on_today_s_stack(tmp_path):
     python = today_python()

@@ -93,6 +93,8 @@ REFUSED_OPERATOR = re.compile(r"of operator \((?P<checked>[^)]+)\)|implementatio
 # inferred one names its node as `of node (NAME)` ("Type (T) of output arg (y) of node (NAME) does not match ...").
 QUOTED_NODE = re.compile(r"in node \((?P<paren>[^()]+)\)|with name '(?P<quoted>[^']+)'")
 DECLARING_NODE = re.compile(r"of node \((?P<node>[^()]+)\)")
+# a node its graph resolution refused for an attribute or a shape ("Node (NAME) Op (OP) [ShapeInferenceError] ...")
+NODE_OP = re.compile(r"\bNode \((?P<node>[^()]+)\) Op \((?P<op>\w+)\)")
 
 
 def first_message_line(message: str) -> str:
@@ -127,6 +129,13 @@ def message_node(message: str | None) -> str | None:
         return inferred[0]
     declaring = DECLARING_NODE.search(message)
     return refused_node(message) or (declaring["node"] if declaring else None)
+
+
+def resolution_refusal(message: str | None) -> tuple[str, str] | None:
+    """(node, operator) of a refusal in the wording of graph resolution's shape and attribute checks
+    (`Node (NAME) Op (OP) [ShapeInferenceError] ...`), None for any other wording."""
+    match = NODE_OP.search(message or "")
+    return (match["node"], match["op"]) if match else None
 
 
 def refused_operator(message: str | None) -> str | None:

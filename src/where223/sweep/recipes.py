@@ -73,5 +73,7 @@ def register(recipe: Recipe) -> Recipe:
 register(Recipe("cpu_bf16_autocast", "torch.autocast('cpu', torch.bfloat16) around the export", autocast="bf16"))
 register(Recipe("bf16_model", "the whole model and its floating inputs cast to torch.bfloat16", cast="bf16"))
 register(Recipe("fp16_model", "the whole model and its floating inputs cast to torch.float16", cast="fp16"))
+register(Recipe("fp32_model", "the model left in float32, no autocast: the exporter's baseline, without reduced "
+                "precision (what a refusal that is not the precision's looks like)"))
 register(Recipe("cuda_fp16_autocast_emulated", "CUDA's torch.autocast(float16) policy of the stack's torch release, "
                 "emulated on CPU tensors (where223.cuda_autocast)", autocast=EMULATED_CUDA_FP16))

@@ -48,4 +48,5 @@ class ClassesSummary(TypedDict):
 
 RECORDS: dict[str, type] = {"classes/*/*/*.json": ClassCellRecord, "classes/opsets/*/*/*.json": ClassCellRecord,
                             "classes/emulated/*/*/*.json": ClassCellRecord,
+                            "classes/baseline/*/*/*.json": ClassCellRecord,
                             "classes/summary.json": ClassesSummary}

@@ -19,15 +19,16 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from where223.outcomes import Outcome
+from where223.graph import ort
+from where223.outcomes import TYPES_ACCEPTED
 from where223.pipeline import environment, paths, publish, records
 from where223.study.classes import analysis as classes
+from where223.study.remedies import baseline
 from where223.sweep.worker import now
 
 OUT_DIR: Path = paths.OUTPUTS / "remedies"
 SUMMARY = "summary.json"
 SAMPLES_PER_COLUMN = 3  # accepted models per (stack, recipe, exporter) rerun as controls that must not regress
-TYPES_ACCEPTED = frozenset({Outcome.ACCEPTED, Outcome.MISSING_KERNEL})
 SPACES = {"today": "remedies-today.yaml", "2022": "remedies-2022.yaml"}
 
 
@@ -110,19 +111,26 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _not_remedied(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """For each rerun member a remedy left refused: what the repair said and what ONNX Runtime said of the fix."""
+def _not_remedied(rows: list[dict[str, Any]], float32: dict[tuple[str, str, str], dict[str, Any]] | None = None
+                  ) -> list[dict[str, Any]]:  # fmt: skip
+    """For each rerun member a remedy left refused: what the repair said and what ONNX Runtime said of the fix,
+    and, for each still refused by ONNX Runtime, whether the model's float32 export is refused alike
+    (`baseline.reason`)."""
     found = []
     for r in rows:
         repaired, fixed = r.get("repair") or {}, r.get("fixed") or {}
         if _accepted(repaired) and _accepted(fixed):
             continue
+        stack, _, exporter = classes.column(r)
+        plain32 = (float32 or {}).get((stack, exporter, str(r.get("model_type"))))
         found.append({
             "model_type": r.get("model_type"),
             "repair": repaired.get("outcome") or repaired.get("status"),
             "repair_reason": (repaired.get("reason") or ((repaired.get("ort") or {}).get("message") or ""))[:300],
             "fix": fixed.get("outcome"),
             "fix_refused": classes.refusal(fixed),
+            "fix_message": ort.first_message_line((fixed.get("ort") or {}).get("message") or "")[:300],
+            "float32": baseline.reason(fixed if fixed.get("outcome") else repaired, plain32),
         })
     return found
 
@@ -160,9 +168,12 @@ def controls_not_failing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
-            cells_in_space: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Per class and per sample column, what the remedies did (what `summary.json` holds)."""
+            cells_in_space: dict[str, int] | None = None,
+            float32_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Per class and per sample column, what the remedies did (what `summary.json` holds); `float32_rows`, the
+    float32 exports of what they left refused (`baseline`), say whether a refusal left is the precision's."""
     by_cell = {cell_key(r): r for r in rows}
+    float32 = baseline.by_cell(float32_rows or [])
     found = classes.groups(class_rows)
     class_list = []
     for group in found:
@@ -174,7 +185,7 @@ def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
             "operator": group["operator"], "kind": group["kind"], "members": group["size"],
             **tally(mine),
             "refused_alike": sum(plain_class(r) == key for r in mine),
-            "not_remedied": _not_remedied(mine),
+            "not_remedied": _not_remedied(mine, float32),
             "fixes": sorted({f for r in mine for f in ((r.get("fixed") or {}).get("export") or {}).get("fixes", [])}),
         })
     members = {(g["stack"], g["recipe"], g["exporter"], m) for g in found for m in g["members"]}
@@ -222,6 +233,7 @@ def summarize(out_dir: Path = OUT_DIR, class_dir: Path = classes.OUT_DIR) -> dic
     """Write `summary.json` from the records under `out_dir` (None, nothing written, when it does not exist)."""
     if not Path(out_dir).is_dir():
         return None
-    written = summary(load_records(out_dir), classes.load_records(class_dir), space_sizes())
+    written = summary(load_records(out_dir), classes.load_records(class_dir), space_sizes(),
+                      baseline.load_baseline_records(class_dir))
     publish.write_record(Path(out_dir) / SUMMARY, written, Path(out_dir).parent)
     return written

@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from where223.outcomes import Outcome
+from where223.outcomes import TYPES_ACCEPTED
 from where223.study.architectures.run import build_and_feed, judge_into, lint_findings, positional
 from where223.study.classes.run import (
     compare_outputs,
@@ -39,7 +39,6 @@ from where223.sweep.stages import describe_error, time_stage
 from where223.verdicts import NOT_MEASURED
 
 PAIR_TOLERANCE_FACTOR = 2  # repaired against fixed: each within one tolerance of eager, so at most two apart
-TYPES_ACCEPTED = frozenset({Outcome.ACCEPTED, Outcome.MISSING_KERNEL})
 FIXED = "+fixes"  # the exporters' names with the export-time fixes
 
 
