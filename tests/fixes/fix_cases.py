@@ -71,6 +71,13 @@ class GroupNormTopK(torch.nn.Module):
         return values * 2, indices
 
 
+class CrossEntropy(torch.nn.Module):
+    """A bf16 loss (retribert's): SoftmaxCrossEntropyLoss, whose function body does not take bf16 before opset 22."""
+
+    def forward(self, logits, labels):
+        return torch.nn.functional.cross_entropy(logits, labels)
+
+
 def cases():
     torch.manual_seed(0)
     q, mask = torch.randn(1, 2, 4, 8), torch.ones(4, 4, dtype=torch.bool)
@@ -84,6 +91,8 @@ def cases():
         "einsum_scale_bf16": (EinsumScale(), (x[:, :4].bfloat16(), y.bfloat16()), contextlib.nullcontext),
         "where_pool_autocast": (MaskedScores(), (x, torch.ones(5, 5, dtype=torch.bool).tril()), autocast),
         "permute_negative": (NegativePermute(), (torch.randn(2, 3, 4, 5),), contextlib.nullcontext),
+        "cross_entropy_bf16": (CrossEntropy(), (torch.randn(4, 5).bfloat16(), torch.tensor([0, 1, 2, 3])),
+                               contextlib.nullcontext),
         "group_norm_topk_bf16": (GroupNormTopK().bfloat16(), (torch.randn(2, 4, 3, 3).bfloat16(),),
                                  contextlib.nullcontext),
     }

@@ -38,11 +38,11 @@ def test_fixes_on_the_2022_stack(tmp_path):
     # torch 2.1.2's own SDPA symbolic cannot export a Python-float scale at all; fixed, the types are accepted
     assert found["torchscript/sdpa_bf16"]["plain"].startswith("not_exported")
     for case in ("layer_norm_conv_autocast", "conv_bf16", "einsum_scale_bf16", "where_pool_autocast",
-                 "group_norm_topk_bf16"):
+                 "group_norm_topk_bf16", "cross_entropy_bf16"):
         assert found[f"torchscript/{case}"]["plain"] in REFUSED, case  # the control
     assert found["torchscript/where_pool_autocast"]["plain"] == "where_type_error"  # the seed's own error
     for case in ("sdpa_bf16", "layer_norm_conv_autocast", "conv_bf16", "einsum_scale_bf16", "where_pool_autocast",
-                 "group_norm_topk_bf16"):
+                 "group_norm_topk_bf16", "cross_entropy_bf16"):
         assert found[f"torchscript/{case}"]["fixed"] in TYPES_ACCEPTED, case
     assert found["torchscript/permute_negative"] == {**found["torchscript/permute_negative"], **PERMUTE}
 
@@ -53,7 +53,7 @@ def test_fixes_on_today_s_stack(tmp_path):
                        "torchscript/einsum_scale_bf16", "torchscript/where_pool_autocast",
                        "dynamo/layer_norm_conv_autocast", "dynamo/conv_bf16",
                        "dynamo/einsum_scale_bf16", "torchscript/group_norm_topk_bf16",
-                       "dynamo/group_norm_topk_bf16"}  # fmt: skip
+                       "dynamo/group_norm_topk_bf16", "torchscript/cross_entropy_bf16"}  # fmt: skip
     assert found.pop("torchscript/permute_negative").items() >= PERMUTE.items()
     for case, verdicts in found.items():
         if case in refused_plainly:

@@ -208,3 +208,33 @@ def test_a_bf16_constant_of_shape_is_computed_in_float_with_its_value_retyped():
     assert judge(repaired).verdict != OrtVerdict.TYPE_ERROR
     node.attribute[0].t.CopyFrom(value)  # the control
     assert [v.op_type for v in lint_model(repaired).violations] == ["ConstantOfShape"]
+
+
+def _cross_entropy_model(x_type=T.BFLOAT16):
+    """The TorchScript exporter's bf16 loss (retribert): SoftmaxCrossEntropyLoss of bf16 logits, int64 labels."""
+    nodes = [helper.make_node("Cast", ["x_f"], ["x"], name="Cast_x", to=x_type),
+             helper.make_node("SoftmaxCrossEntropyLoss", ["x", "labels"], ["loss"], name="sce", reduction="mean"),
+             helper.make_node("Cast", ["loss"], ["out"], name="Cast_out", to=T.FLOAT)]
+    return _model(nodes, [helper.make_tensor_value_info("x_f", T.FLOAT, [3, 4]),
+                          helper.make_tensor_value_info("labels", T.INT64, [3])],
+                  [helper.make_tensor_value_info("out", T.FLOAT, [])])  # fmt: skip
+
+
+def test_a_bf16_loss_refused_inside_its_function_body_is_computed_in_float():
+    """SoftmaxCrossEntropyLoss's schema allows bfloat16, but ONNX Runtime runs its function body, whose
+    NegativeLogLikelihoodLoss does not before opset 22: lint reads the body's types (`graph.schema`), the repair
+    computes the loss in float. Controls: ONNX Runtime refuses the model as exported; a float loss is clean."""
+    model = _cross_entropy_model()
+    assert judge(model).verdict == OrtVerdict.TYPE_ERROR
+    (violation,) = lint_model(model).violations
+    assert (violation.op_type, violation.kind, violation.allowed) == (
+        "SoftmaxCrossEntropyLoss", "type_not_allowed", ["tensor(float16)", "tensor(float)", "tensor(double)"])
+    repaired, changes = repair(model)
+    assert changes and lint_model(repaired).clean and judge(repaired).verdict == OrtVerdict.ACCEPTED
+    x, labels = np.array([[0.5, -1.0, 2.0, 0.25]] * 3, np.float32), np.array([0, 2, 3], np.int64)
+    (out,) = load_session(repaired).run(None, {"x_f": x, "labels": labels})
+    logits = _bf16(x).astype(np.float64)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    reference = -log_p[np.arange(3), labels].mean()
+    assert abs(float(out) - reference) <= BF16_SPACING * abs(reference)  # the loss rounded to bf16 once
+    assert lint_model(_cross_entropy_model(T.FLOAT)).clean

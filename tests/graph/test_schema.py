@@ -44,3 +44,14 @@ def test_formal_pairs_variadic_and_omitted():
     ]
     clip = signature("Clip", "", 17)  # input, optional min, optional max; no variadic tail
     assert [(p, n) for p, n, _ in formal_pairs(["x", "", "hi", "extra"], clip.inputs)] == [(0, "x"), (2, "hi")]
+
+
+def test_an_op_run_as_its_function_body_allows_only_what_the_body_allows():
+    import onnx.defs
+
+    loss = signature("SoftmaxCrossEntropyLoss", "", 17)
+    assert "tensor(bfloat16)" not in loss.allowed("T") and loss.allowed("Tind") == ("tensor(int32)", "tensor(int64)")
+    schema = onnx.defs.get_schema("SoftmaxCrossEntropyLoss", 17)  # control: onnx's own schema lists bfloat16
+    assert "tensor(bfloat16)" in next(c.allowed_type_strs for c in schema.type_constraints if c.type_param_str == "T")
+    if onnx.defs.onnx_opset_version() >= 22:  # where NegativeLogLikelihoodLoss takes bfloat16, so does the loss
+        assert "tensor(bfloat16)" in signature("SoftmaxCrossEntropyLoss", "", 22).allowed("T")

@@ -28,6 +28,7 @@ IN_FLOAT_OPS: dict[str, tuple[str, ...]] = {
     "InstanceNormalization": ("aten::instance_norm", "aten::group_norm"),
     "HardSwish": ("aten::hardswish",),
     "TopK": ("aten::topk",),
+    "SoftmaxCrossEntropyLoss": ("aten::cross_entropy_loss",),  # as its function body allows (graph.schema)
     "AveragePool": ("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d",
                     "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d"),
 }

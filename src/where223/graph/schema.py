@@ -86,19 +86,45 @@ def op_schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | Non
         return None
 
 
+# Operators that ONNX Runtime runs as their function body (its CPU provider has no kernel of their own), with the
+# body's operators that take the same type parameter `T`: an operator's schema may allow a type its body's do not.
+# SoftmaxCrossEntropyLoss (opset 13 on) allows bfloat16, but its body is LogSoftmax then NegativeLogLikelihoodLoss
+# (onnx/defs/math/defs.cc, its context-dependent function), which allows bfloat16 only from opset 22: ONNX Runtime
+# refuses the expanded node ("... of operator (NegativeLogLikelihoodLoss) ... is invalid"; retribert's bf16 loss).
+FUNCTION_BODY_OPS: dict[str, tuple[str, ...]] = {
+    "SoftmaxCrossEntropyLoss": ("LogSoftmax", "NegativeLogLikelihoodLoss"),
+}
+
+
+def _narrowed_by_body(op_type: str, domain: str, opset: int, constraints: tuple[tuple[str, tuple[str, ...]], ...]
+                      ) -> tuple[tuple[str, tuple[str, ...]], ...]:  # fmt: skip
+    """`constraints` with `T` limited to what every operator of the op's function body allows for its `T`."""
+    body = FUNCTION_BODY_OPS.get(op_type, ()) if domain == "" else ()
+    narrowed = []
+    for param, types in constraints:
+        for inner in body if param == "T" else ():
+            inner_sig = signature(inner, domain, opset)
+            if inner_sig is not None:
+                types = tuple(t for t in types if t in inner_sig.admitted("T"))
+        narrowed.append((param, types))
+    return tuple(narrowed)
+
+
 @functools.cache
 def signature(op_type: str, domain: str, opset: int) -> Signature | None:
-    """The signature onnx registers for an op at an opset of its domain, None when it has none."""
+    """The signature onnx registers for an op at an opset of its domain, None when it has none; for an operator run
+    as its function body (`FUNCTION_BODY_OPS`), `T` allows only what the body's operators allow."""
     schema = op_schema(op_type, domain, opset)
     if schema is None:
         return None
+    constraints = tuple((c.type_param_str, tuple(c.allowed_type_strs)) for c in schema.type_constraints)
     return Signature(
         op_type=op_type,
         domain=domain,
         since_version=schema.since_version,
         inputs=tuple(_formal(p) for p in schema.inputs),
         outputs=tuple(_formal(p) for p in schema.outputs),
-        constraints=tuple((c.type_param_str, tuple(c.allowed_type_strs)) for c in schema.type_constraints),
+        constraints=_narrowed_by_body(op_type, domain, opset, constraints),
     )
 
 
