@@ -79,7 +79,8 @@ def test_graph_results_give_a_line_the_nodes_the_emulated_autocast_made_for_it(t
     model_line = "transformers/pytorch_utils.py(112): forward\n"
     emulation = "torch/_ops.py(448): __call__\nsrc/where223/cuda_autocast.py(304): kernel\n"
     reshape = helper.make_node("Relu", ["x"], ["h"], name="/m/Reshape", doc_string=model_line)
-    cast = helper.make_node("Cast", ["h"], ["y"], name="/m/Cast", to=TensorProto.FLOAT16, doc_string=emulation + model_line)
+    cast = helper.make_node("Cast", ["h"], ["y"], name="/m/Cast", to=TensorProto.FLOAT16,
+                            doc_string=emulation + model_line)
     graph = helper.make_graph(
         [reshape, cast], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2])],
