@@ -59,8 +59,8 @@ class NegativePermute(torch.nn.Module):
 
 
 class GroupNormTopK(torch.nn.Module):
-    """A group norm (the dynamo exporter's InstanceNormalization) and a topk, refused in bf16 by their schemas at
-    today's default opset (bit's and deepseek_v32's second refusals)."""
+    """A group norm (the dynamo exporter's InstanceNormalization), a topk and a round, refused in bf16 by their
+    schemas at today's default opset (bit's, deepseek_v32's and fastspeech2_conformer's second refusals)."""
 
     def __init__(self):
         super().__init__()
@@ -68,7 +68,7 @@ class GroupNormTopK(torch.nn.Module):
 
     def forward(self, x):
         values, indices = torch.topk(self.norm(x).flatten(1), 3)
-        return values * 2, indices
+        return torch.round(values * 2), indices  # Round: refused in bf16 too (fastspeech2_conformer's)
 
 
 class CrossEntropy(torch.nn.Module):

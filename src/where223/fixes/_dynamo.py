@@ -27,7 +27,7 @@ IN_FLOAT_ATEN: dict[str, str] = {
     "aten.avg_pool3d.default": "AveragePool", "aten.adaptive_avg_pool1d.default": "AveragePool",
     "aten.adaptive_avg_pool2d.default": "AveragePool", "aten._adaptive_avg_pool2d.default": "AveragePool",
     "aten.adaptive_avg_pool3d.default": "AveragePool", "aten.hardswish.default": "HardSwish",
-    "aten.group_norm.default": "InstanceNormalization", "aten.topk.default": "TopK",
+    "aten.group_norm.default": "InstanceNormalization", "aten.topk.default": "TopK", "aten.round.default": "Round",
 }  # fmt: skip
 # aten overloads whose ONNX operator binds one type to all their floating tensor inputs
 BOUND = ("aten.layer_norm.default", "aten.where.self", "aten.matmul.default", "aten.mm.default", "aten.bmm.default")

@@ -13,8 +13,8 @@ from where223.fixes._torchscript import cast, scalar_type
 
 # ONNX operator -> the TorchScript aten ops whose symbolic emits it, as the class study's records name them
 # (`emitter_calls`); each was refused in bf16 in the sweeps (AveragePool and GlobalAveragePool, which the adaptive
-# pools emit, InstanceNormalization, which group_norm emits, HardSwish and TopK were refused next, once the first
-# refusal of their models was fixed).
+# pools emit, InstanceNormalization, which group_norm emits, HardSwish, TopK and Round were refused next, once the
+# first refusal of their models was fixed).
 IN_FLOAT_OPS: dict[str, tuple[str, ...]] = {
     "Conv": ("aten::_convolution", "aten::_convolution_mode", "aten::conv1d", "aten::conv2d", "aten::conv3d",
              "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"),
@@ -28,6 +28,7 @@ IN_FLOAT_OPS: dict[str, tuple[str, ...]] = {
     "InstanceNormalization": ("aten::instance_norm", "aten::group_norm"),
     "HardSwish": ("aten::hardswish",),
     "TopK": ("aten::topk",),
+    "Round": ("aten::round",),
     "SoftmaxCrossEntropyLoss": ("aten::cross_entropy_loss",),  # as its function body allows (graph.schema)
     "AveragePool": ("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d",
                     "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d"),

@@ -23,6 +23,7 @@ RECORDS = "baseline"  # classes/baseline/<release>/<recipe>-<exporter>/<model>.j
 ALIKE_IN_FLOAT32 = "refused alike in float32: the exporter's, not the reduced precision's"
 NOT_ALIKE = "the float32 export is not refused alike"
 NOT_RUN = "no float32 export recorded"
+NOT_REFUSED = "not refused by ONNX Runtime (the remedy was not run, or refused by the repair tool)"
 
 
 def load_baseline_records(class_dir: Path = classes.OUT_DIR) -> list[dict[str, Any]]:

@@ -57,7 +57,7 @@ def not_remedied_lines(data: dict[str, Any]) -> list[str]:
     """Every member rerun that a remedy left refused: the repair's and the fix's outcome, what ONNX Runtime said of
     the fix, and whether the model's float32 export is refused alike (then the refusal is not the precision's)."""
     rows = [[f"`{entry['model_type']}`", f"{class_name(e)} ({e['stack']}, {RECIPE_SHORT.get(e['recipe'], e['recipe'])}"
-             f", {EXPORTER_SHORT.get(e['exporter'], e['exporter'])})", f"`{entry['repair']}`", f"`{entry['fix']}`",
+             f", {EXPORTER_SHORT.get(e['exporter'], e['exporter'])})", entry["repair"], entry["fix"],
              markdown.code(entry["fix_message"][:160]) if entry.get("fix_message") else "",
              entry.get("float32", baseline.NOT_RUN)]
             for e in data["classes"] for entry in e.get("not_remedied", [])]  # fmt: skip
@@ -67,11 +67,14 @@ def not_remedied_lines(data: dict[str, Any]) -> list[str]:
     return [
         f"**Left refused.** {len(rows)} members rerun are still refused after a remedy (repair or fix; ONNX Runtime "
         "names a model's first refusal only, so fixing one can show the next). Each was exported once more by the "
-        "same exporter with the model left in float32 (`classes/baseline/`, `spaces/classes-baseline-today.yaml`): "
+        "same exporter with the model left in float32 (`classes/baseline/`, `spaces/classes-baseline-*.yaml`): "
         f"{alike} of them are refused alike there, so what is left is the exporter's, not the reduced precision's, "
         "and no precision remedy is asked to fix it.",
         "",
         *markdown.table(["model", "class", "repair", "fix", "ONNX Runtime of the fix", "float32 export"], rows),
+        "",
+        "The float32 verdict is about the refusal left (the fix's, else the repair's): *refused alike* means the same "
+        "verdict at the same operator.",
         "",
     ]
 
