@@ -123,7 +123,7 @@ def _not_remedied(rows: list[dict[str, Any]], float32: dict[tuple[str, str, str]
             continue
         stack, _, exporter = classes.column(r)
         plain32 = (float32 or {}).get((stack, exporter, str(r.get("model_type"))))
-        not_run = f"not run (plain export: {(r.get('plain') or {}).get('outcome') or r.get('outcome')})"
+        not_run = f"not run ({(r.get('plain') or {}).get('outcome') or r.get('outcome')})"
         refused = [part for part in (fixed, repaired) if part.get("outcome") and not _accepted(part)]
         found.append({
             "model_type": r.get("model_type"),
@@ -132,6 +132,7 @@ def _not_remedied(rows: list[dict[str, Any]], float32: dict[tuple[str, str, str]
             "fix": fixed.get("outcome") or not_run,
             "fix_refused": classes.refusal(fixed),
             "fix_message": ort.first_message_line((fixed.get("ort") or {}).get("message") or "")[:300],
+            "refusal_left": baseline.refusal_left(refused[0]) if refused else None,
             "float32": baseline.reason(refused[0], plain32) if refused else baseline.NOT_REFUSED,
         })
     return found

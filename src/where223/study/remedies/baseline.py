@@ -77,6 +77,16 @@ def reason(part: dict[str, Any], baseline: dict[str, Any] | None) -> str:
     return ALIKE_IN_FLOAT32 if mine is not None and mine == theirs else NOT_ALIKE
 
 
+# the write-up's table says each reason in a word or two (its text gives the reasons in full)
+SHORT = {ALIKE_IN_FLOAT32: "refused alike", NOT_ALIKE: "not alike", NOT_RUN: "not exported", NOT_REFUSED: "—"}
+
+
+def refusal_left(part: dict[str, Any]) -> str | None:
+    """`Operator (verdict)` of ONNX Runtime's refusal of an export, None when it did not refuse it."""
+    refused = _refusal(part)
+    return f"{refused[1]} ({refused[0]})" if refused else None
+
+
 def by_cell(baseline_rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """(stack label, exporter, model) -> its float32 record."""
     return {(classes.column(r)[0], classes.column(r)[2], str(r.get("model_type"))): r for r in baseline_rows}

@@ -54,27 +54,28 @@ def ortmodule_lines(record: dict[str, Any] | None) -> list[str]:
 
 
 def not_remedied_lines(data: dict[str, Any]) -> list[str]:
-    """Every member rerun that a remedy left refused: the repair's and the fix's outcome, what ONNX Runtime said of
-    the fix, and whether the model's float32 export is refused alike (then the refusal is not the precision's)."""
-    rows = [[f"`{entry['model_type']}`", f"{class_name(e)} ({e['stack']}, {RECIPE_SHORT.get(e['recipe'], e['recipe'])}"
+    """Every member rerun that a remedy left refused: the repair's and the fix's outcome, the refusal left (the
+    fix's, else the repair's) and whether the model's float32 export is refused alike (then it is not the
+    precision's)."""
+    rows = [[f"`{entry['model_type']}`", f"{e['operator']} ({e['stack']}, {RECIPE_SHORT.get(e['recipe'], e['recipe'])}"
              f", {EXPORTER_SHORT.get(e['exporter'], e['exporter'])})", entry["repair"], entry["fix"],
-             markdown.code(entry["fix_message"][:160]) if entry.get("fix_message") else "",
-             entry.get("float32", baseline.NOT_RUN)]
+             entry.get("refusal_left") or "—", baseline.SHORT.get(entry.get("float32"), entry.get("float32"))]
             for e in data["classes"] for entry in e.get("not_remedied", [])]  # fmt: skip
     if not rows:
         return ["Every member rerun is accepted after both remedies.", ""]
-    alike = sum(row[-1] == baseline.ALIKE_IN_FLOAT32 for row in rows)
+    alike = sum(entry.get("float32") == baseline.ALIKE_IN_FLOAT32
+                for e in data["classes"] for entry in e.get("not_remedied", []))  # fmt: skip
     return [
         f"**Left refused.** {len(rows)} members rerun are still refused after a remedy (repair or fix; ONNX Runtime "
         "names a model's first refusal only, so fixing one can show the next). Each was exported once more by the "
         "same exporter with the model left in float32 (`classes/baseline/`, `spaces/classes-baseline-*.yaml`): "
-        f"{alike} of them are refused alike there, so what is left is the exporter's, not the reduced precision's, "
-        "and no precision remedy is asked to fix it.",
+        f"{alike} of them are refused alike there (*refused alike*: the same verdict at the same operator), so what "
+        "is left is the exporter's, not the reduced precision's, and no precision remedy is asked to fix it. "
+        "*Refusal left*: the operator ONNX Runtime refused in the fixed export, else in the repaired one; *not run*: "
+        "the plain export failed on the rerun, so neither remedy ran; ONNX Runtime's words are in "
+        "[`remedies/summary.json`](remedies/summary.json) (`not_remedied`).",
         "",
-        *markdown.table(["model", "class", "repair", "fix", "ONNX Runtime of the fix", "float32 export"], rows),
-        "",
-        "The float32 verdict is about the refusal left (the fix's, else the repair's): *refused alike* means the same "
-        "verdict at the same operator.",
+        *markdown.table(["model", "class", "repair", "fix", "refusal left", "float32 export"], rows),
         "",
     ]
 
