@@ -105,7 +105,8 @@ def xdist_group(nodeid: str) -> str:
 # The groups that take longest (`pytest --durations`), started first so that no worker is left with a long one at the
 # end; the others follow in collection order. The order changes only how soon the run ends, never a result.
 SLOWEST_FIRST = ("notebooks-01-03", "tests/browser/test_browser.py", "tests/sweep/test_engine.py",
-                 "tests/pipeline/test_reliability.py", "tests/graph/test_hostile.py", "tests/fixes/test_fixes.py",
+                 "tests/pipeline/test_reliability.py", "tests/graph/test_hostile.py", "tests/fixes/test_fixes_today.py",
+                 "tests/fixes/test_fixes.py",
                  "tests/study/test_compare.py", "tests/pipeline/test_publish_faults.py",
                  "tests/notebooks/test_04_variants.py", "tests/test_imports.py", "tests/pipeline/test_publish.py",
                  "tests/study/test_architectures.py", "tests/gpt2/test_portable_export.py")

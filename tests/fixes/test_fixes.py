@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.stacks import today_python
 from where223.pipeline.paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -45,22 +44,3 @@ def test_fixes_on_the_2022_stack(tmp_path):
                  "group_norm_topk_bf16", "cross_entropy_bf16"):
         assert found[f"torchscript/{case}"]["fixed"] in TYPES_ACCEPTED, case
     assert found["torchscript/permute_negative"] == {**found["torchscript/permute_negative"], **PERMUTE}
-
-
-def test_fixes_on_today_s_stack(tmp_path):
-    found = run_cases(today_python(), tmp_path, "torchscript", "dynamo")
-    refused_plainly = {"torchscript/sdpa_bf16", "torchscript/layer_norm_conv_autocast", "torchscript/conv_bf16",
-                       "torchscript/einsum_scale_bf16", "torchscript/where_pool_autocast",
-                       "dynamo/layer_norm_conv_autocast", "dynamo/conv_bf16",
-                       "dynamo/einsum_scale_bf16", "torchscript/group_norm_topk_bf16",
-                       "dynamo/group_norm_topk_bf16", "torchscript/cross_entropy_bf16"}  # fmt: skip
-    assert found.pop("torchscript/permute_negative").items() >= PERMUTE.items()
-    for case, verdicts in found.items():
-        if case in refused_plainly:
-            assert verdicts["plain"] in REFUSED, case  # the control
-        else:
-            assert verdicts["plain"] in TYPES_ACCEPTED, case  # accepted plainly: must not regress below
-        assert verdicts["fixed"] in TYPES_ACCEPTED, case
-    # torch's bfloat16 number, 15 (ONNX's complex128), as a Cast target plainly; ONNX's, 16, with the fixes
-    scale = found["torchscript/einsum_scale_bf16"]
-    assert 15 in scale["plain_casts"] and 15 not in scale["fixed_casts"] and 16 in scale["fixed_casts"]
