@@ -40,7 +40,8 @@ FIXES: tuple[Fix, ...] = (
     Fix("program_pass", "dynamo",
         (("LayerNormalization", "type_binding_conflict"), ("MatMul", "type_binding_conflict"),
          ("Conv", "invalid_type"), ("Softplus", "invalid_type"), ("MaxPool", "invalid_type"),
-         ("Einsum", "invalid_type"), ("InstanceNormalization", "invalid_type"), ("TopK", "invalid_type")),
+         ("Einsum", "invalid_type"), ("InstanceNormalization", "invalid_type"), ("TopK", "invalid_type"),
+         ("Round", "invalid_type")),
         "a pass over the exported program: mixed-dtype layer_norm, where and matmul in the widest dtype, ops whose "
         "schema does not allow the reduced type in float, both cast back"),
 )

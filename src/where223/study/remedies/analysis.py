@@ -124,7 +124,7 @@ def _not_remedied(rows: list[dict[str, Any]], float32: dict[tuple[str, str, str]
         stack, _, exporter = classes.column(r)
         plain32 = (float32 or {}).get((stack, exporter, str(r.get("model_type"))))
         not_run = f"not run ({(r.get('plain') or {}).get('outcome') or r.get('outcome')})"
-        refused = [part for part in (fixed, repaired) if part.get("outcome") and not _accepted(part)]
+        refused = baseline.refused_parts(r)
         found.append({
             "model_type": r.get("model_type"),
             "repair": repaired.get("outcome") or repaired.get("status") or not_run,

@@ -31,11 +31,11 @@ def load_baseline_records(class_dir: Path = classes.OUT_DIR) -> list[dict[str, A
     return [records.read_json(path) for path in sorted((Path(class_dir) / RECORDS).glob("*/*/*.json"))]
 
 
-def still_refused(record: dict[str, Any]) -> bool:
-    """Whether a remedies record's repair or fix was still refused by ONNX Runtime (not merely refused by the
-    repair tool, which says why itself)."""
-    parts = [record.get("repair") or {}, record.get("fixed") or {}]
-    return any(part.get("outcome") and part["outcome"] not in TYPES_ACCEPTED for part in parts)
+def refused_parts(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fixed, then the repaired export of a remedies record that ONNX Runtime still refused (not those merely
+    refused by the repair tool, which says why itself, or never run)."""
+    parts = [record.get("fixed") or {}, record.get("repair") or {}]
+    return [part for part in parts if part.get("outcome") and part["outcome"] not in TYPES_ACCEPTED]
 
 
 def plan_lines(remedies_rows: list[dict[str, Any]], stack: str) -> list[str]:
@@ -44,7 +44,7 @@ def plan_lines(remedies_rows: list[dict[str, Any]], stack: str) -> list[str]:
     for record in remedies_rows:
         stack_label, _, exporter = classes.column(record)
         line = f"{record.get('model_type')} {RECIPE} {exporter} auto"
-        if stack_label == stack and still_refused(record) and line not in lines:
+        if stack_label == stack and refused_parts(record) and line not in lines:
             lines.append(line)
     return lines
 
