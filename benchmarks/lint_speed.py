@@ -41,7 +41,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from where223.graph import guards
 from where223.graph.lint import lint_model, lint_types
-from where223.graph.loading import load_model
+from where223.graph.loading import load_model, open_model
+from where223.graph.nodes import collector_paused
 from where223.graph.ort import OrtVerdict, first_message_line, import_onnxruntime, judge_message
 from where223.graph.types import types_of_loaded
 from where223.pipeline import environment, paths, portable, records
@@ -84,14 +85,17 @@ def build_model(path: Path = MODEL_PATH) -> Path:
 
 
 def lint_phases(path: Path) -> dict[str, float]:
-    """Seconds of one lint's phases on `path`: loading (with the guards), typing, the constraint check."""
-    start = time.perf_counter()
-    model, path = load_model(path)
-    loaded = time.perf_counter()
-    types = types_of_loaded(model, path)  # as lint_model types a model without local functions
-    typed = time.perf_counter()
-    lint_types(types)
-    checked = time.perf_counter()
+    """Seconds of one lint's phases on `path`, as `lint_model` runs them on a model without local functions:
+    loading (parsing, the guards, every node read once), typing (onnx's inference, element types only), the
+    constraint check (with the consequence walk)."""
+    with collector_paused():
+        start = time.perf_counter()
+        opened = open_model(path)
+        loaded = time.perf_counter()
+        types = types_of_loaded(opened.model, opened.path, opened.graphs, shapes=False)
+        typed = time.perf_counter()
+        lint_types(types)
+        checked = time.perf_counter()
     return {
         "load": round(loaded - start, 3),
         "types": round(typed - loaded, 3),
@@ -265,6 +269,12 @@ def ort_session(path: Path) -> Any:
         return error
 
 
+def _paused(function: Callable[..., object], *args: Any) -> object:
+    """`function(*args)` with Python's collector paused, as `lint_model` runs its walks."""
+    with collector_paused():
+        return function(*args)
+
+
 def full_check(path: Path) -> Exception | None:
     """`onnx.checker.check_model(full_check=True)` on `path`: None when it passes, else the error it raised."""
     try:
@@ -274,17 +284,22 @@ def full_check(path: Path) -> Exception | None:
     return None
 
 
-def interleaved(functions: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
-    """Wall-clock seconds of each function's call, `repeats` rounds, each round calling every function once in
-    order (a, b, c, a, b, c, ...); a call's result is dropped after its clock stops (teardown is not timed)."""
+def interleaved(
+    functions: dict[str, Callable[[], object]], repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall-clock and CPU seconds (this process's, every thread's) of each function's call, `repeats` rounds, each
+    round calling every function once in order (a, b, c, a, b, c, ...); a call's result is dropped after its clocks
+    stop (teardown is not timed)."""
     times: dict[str, list[float]] = {name: [] for name in functions}
+    cpu: dict[str, list[float]] = {name: [] for name in functions}
     for _ in range(repeats):
         for name, function in functions.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = function()
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
             del result
-    return times
+    return times, cpu
 
 
 def summary(times: list[float]) -> dict[str, Any]:
@@ -369,9 +384,9 @@ def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES) -> dict[
             f"{name}.lint": lambda path=path: lint_model(path),
             f"{name}.ort": lambda path=path: ort_session(path),
             f"{name}.checker": lambda path=path: full_check(path),
-            f"{name}.guards": lambda model=model: guards.check_structure(model),
+            f"{name}.guards": lambda model=model: _paused(guards.check_structure, model),
         }
-    times = interleaved(functions, repeats)
+    times, cpu = interleaved(functions, repeats)
     for name, variant in variants.items():
         lint_s, ort_s, checker_s, guards_s = (
             statistics.median(times[f"{name}.{tool}"]) for tool in ("lint", "ort", "checker", "guards")
@@ -381,6 +396,8 @@ def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES) -> dict[
             "ort_session_s": summary(times[f"{name}.ort"]),
             "checker_s": summary(times[f"{name}.checker"]),
             "guards_s": summary(times[f"{name}.guards"]),
+            "lint_cpu_s": summary(cpu[f"{name}.lint"]),
+            "ort_session_cpu_s": summary(cpu[f"{name}.ort"]),
             "ratio_lint_to_ort": round(lint_s / ort_s, 2),
             "ratio_lint_to_checker": round(lint_s / checker_s, 2),
             "guards_share_of_lint": round(guards_s / lint_s, 3),
@@ -391,7 +408,10 @@ def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES) -> dict[
         "weights": "small and inline in the .onnx file: every tool reads them with the graph (no external data)",
         "ort_options": "CPUExecutionProvider, graph_optimization_level ORT_DISABLE_ALL, in this process",
         "timed": "lint_model(path); InferenceSession(path); check_model(path, full_check=True); "
-        "guards.check_structure(model) on the model loaded once (the walk lint_model makes when loading)",
+        "guards.check_structure(model) on the model loaded once, the collector paused as lint_model pauses it (the "
+        "walk lint_model makes when loading: every node read once, for lint's later walks too, and the "
+        "topological-order check); CPU seconds are this process's, every thread's (time.process_time), beside the "
+        "wall clock",
         "order": "interleaved rounds: " + ", ".join(functions),
         "repeats": repeats,
         "variants": variants,
@@ -424,14 +444,16 @@ def graph_notes_line(record: dict[str, Any]) -> str:
 
     def side_by_side(variant: dict[str, Any]) -> str:
         lint, ort = variant["lint_s"]["median"], variant["ort_session_s"]["median"]
-        return f"{lint:.3f} s against {ort:.3f} s ({variant['ratio_lint_to_ort']:.2f} x)"
+        cpu = f", CPU {variant['lint_cpu_s']['median']:.3f} s and {variant['ort_session_cpu_s']['median']:.3f} s"
+        return f"{lint:.3f} s against {ort:.3f} s ({variant['ratio_lint_to_ort']:.2f} x{cpu})"
 
     return (
         f"- **Lint at the runtime's speed** (same record, `{GRAPH_KEY}`): on a generated graph of "
         f"{section['nodes']:,} nodes (transformer-like blocks, small weights inline, read by every tool), medians "
         f"of {section['repeats']} interleaved runs on a shared machine (load average {load['before']:.2f} before, "
         f"{load['after']:.2f} after, on {env['cpu_count']} cores), `lint_model` against ONNX Runtime's session "
-        f"creation (CPU, optimisations off): with one `Where` bound to float and float16 in the first block, which "
+        f"creation (CPU, optimisations off; both in one process, CPU seconds beside wall seconds): with one "
+        f"`Where` bound to float and float16 in the first block, which "
         f"ONNX Runtime refuses ({first['ort']['verdict']}) and lint finds, {side_by_side(first)}; in the last "
         f"block, {side_by_side(last)}; without it, accepted, {side_by_side(accepted)}. The criterion "
         f"\"{CRITERION}\" {'passed' if section['criterion']['passed'] else 'failed'}. `graph/guards.py`'s walk "

@@ -22,7 +22,8 @@ from where223.figures import TEXT_SIZE, TITLE_SIZE, new_figure, save_figure
 from where223.graph.blame import blame
 from where223.graph.dtypes import short_type
 from where223.graph.lint import Violation, lint_types
-from where223.graph.loading import ModelLike, find_node, load_model, node_label
+from where223.graph.loading import ModelLike, find_node, load_model
+from where223.graph.nodes import node_label
 from where223.graph.types import ModelTypes, Scope, model_types
 
 CONFLICT_COLOUR = "#d62728"

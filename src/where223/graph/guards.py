@@ -17,9 +17,12 @@ import functools
 import os
 from collections import Counter
 from collections.abc import Iterator
+from itertools import filterfalse
 from pathlib import Path
 
 import onnx
+
+from where223.graph.nodes import ReadGraph, node_label, read_graphs, reads
 
 MAX_INLINED_NODES = 1_000_000  # nodes the model would have once every model-local function is inlined
 _INT32_MAX = 2**31 - 1  # onnx's schema registry takes opset versions as C++ ints
@@ -111,43 +114,30 @@ def check_functions(model: onnx.ModelProto) -> None:
         )
 
 
-def _reads(node: onnx.NodeProto) -> list[str]:
-    """The values a node reads: its inputs, and every input of the nodes in its subgraphs (outer-scope reads)."""
-    if not node.attribute:
-        return list(node.input)
-    read = list(node.input)
-    for attr in node.attribute:
-        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            read.extend(name for sub in subs for inner in _nodes_within(list(sub.node)) for name in inner.input)
-    return read
-
-
-def _cycle_in(graph: onnx.GraphProto, where: str) -> str | None:
+def _cycle_in(read: ReadGraph, where: str) -> str | None:
     """A description of a cycle among the nodes of one graph, or None when they have a topological order.
 
     A node depends on the nodes that produce its inputs and the values its subgraphs read; values produced
     nowhere in this graph (inputs, initializers, outer scope, missing) are no dependency.
     """
-    nodes = list(graph.node)
+    nodes = read.nodes
     # the common case, checked in one pass: listed in a topological order, i.e. no node reads a value that a node
     # listed at or after it produces (values read before any node produces them, then produced, mean out of order)
     available: set[str] = set()
     early: set[str] = set()  # values read where no node listed before has produced them
+    produced = available.__contains__
     for node in nodes:
-        for name in node.input if not node.attribute else _reads(node):
-            if name not in available:
-                early.add(name)
-        available.update(node.output)
+        early.update(filterfalse(produced, node.inputs if not node.bodies else reads(node)))
+        available.update(node.outputs)
     early.discard("")
     if early.isdisjoint(available):
         return None
     producer: dict[str, int] = {}
     for index, node in enumerate(nodes):
-        for out in node.output:
+        for out in node.outputs:
             if out:
                 producer.setdefault(out, index)
-    needs = [{producer[name] for name in _reads(node) if name in producer} for node in nodes]
+    needs = [{producer[name] for name in reads(node) if name in producer} for node in nodes]
     waiting = [len(deps) for deps in needs]
     users: dict[int, list[int]] = {}
     for index, deps in enumerate(needs):
@@ -170,30 +160,33 @@ def _cycle_in(graph: onnx.GraphProto, where: str) -> str | None:
         current = min(dep for dep in needs[current] if dep in stuck_set)
     walk = list(seen)
     loop = [*walk[seen[current] :], current][::-1]
-    label = [graph.node[i].name or f"<{graph.node[i].op_type} #{i}>" for i in loop]
+    label = [node_label(read.graph.node[i], i) for i in loop]
     return f"the {where} has a cycle ({' -> '.join(label)}): a graph's nodes must have a topological order"
 
 
-def check_acyclic(model: onnx.ModelProto) -> None:
-    """Refuse a model any of whose graphs, subgraphs or function bodies has a cycle."""
+def check_acyclic(model: onnx.ModelProto, graphs: list[ReadGraph] | None = None) -> list[ReadGraph]:
+    """Refuse a model any of whose graphs, subgraphs or function bodies has a cycle; the main graph's graphs, read
+    (`nodes.read_graphs`: `graphs` when given, read already)."""
     from where223.errors import printable
-    from where223.graph.loading import subgraphs
 
-    scopes = [(f"subgraph {path}" if path else "main graph", graph) for path, graph in subgraphs(model.graph)]
+    graphs = read_graphs(model.graph) if graphs is None else graphs
+    scopes = [(f"subgraph {read.path}" if read.path else "main graph", read) for read in graphs]
     for function in model.functions:
         name = f"function {function.domain}.{function.name}"
-        body = onnx.GraphProto(node=function.node)
-        scopes.extend((f"{name}, subgraph {path}" if path else name, graph) for path, graph in subgraphs(body))
-    for where, graph in scopes:
-        found = _cycle_in(graph, where)
+        body = read_graphs(onnx.GraphProto(node=function.node))
+        scopes.extend((f"{name}, subgraph {read.path}" if read.path else name, read) for read in body)
+    for where, read in scopes:
+        found = _cycle_in(read, where)
         if found:
             raise StructureError(printable(found, 1000))
+    return graphs
 
 
-def check_structure(model: onnx.ModelProto) -> None:
-    """Every check that must pass before onnx's inliner, shape inference or ONNX Runtime sees the model."""
+def check_structure(model: onnx.ModelProto) -> list[ReadGraph]:
+    """Every check that must pass before onnx's inliner, shape inference or ONNX Runtime sees the model; the main
+    graph's graphs, read on the way (`nodes.read_graphs`), for the walks that follow."""
     check_functions(model)
-    check_acyclic(model)
+    return check_acyclic(model)
 
 
 @functools.cache

@@ -32,11 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import onnx
-
 from where223.enums import TextEnum
 from where223.errors import printable
-from where223.graph.loading import ModelLike, inline_local_functions, load_model, node_label, subgraph_path
+from where223.graph.loading import ModelLike, inline_local_functions, open_model
+from where223.graph.nodes import Node, ReadGraph, collector_paused, node_label
 from where223.graph.schema import Signature, formal_pairs, signature_for
 from where223.graph.types import ModelTypes, Scope, model_types, types_of_loaded
 
@@ -318,48 +317,43 @@ def _expected_type(bindings: list[Binding]) -> str:
     return max(dict.fromkeys(b.type for b in ordered), key=lambda t: counts[t])
 
 
-def _check_node(
-    node: onnx.NodeProto, index: int, sig: Signature, scope: Scope
-) -> tuple[list[Violation], list[str]]:
-    """The violations of one node and the names of its values that had no known type.
+Verdict = tuple[bool, tuple[int, ...], tuple[int, ...]]  # clean at a glance; positions of untyped inputs, outputs
+_CLEAN: Verdict = (True, (), ())  # the verdict of almost every node (compared by identity: one object)
+_IN_FULL: Verdict = (False, (), ())  # not clean at a glance: `_node_violations` looks
+_UNCHECKED: Any = object()  # an op onnx has no schema for (a sentinel: no tuple, which constants may share)
 
-    The common case first, in one pass building nothing: every type parameter bound to one type, an admitted
-    one, is no violation; anything else is looked at in full by `_node_violations`.
-    """
-    maps = scope.types.maps
-    inputs, outputs = node.input, node.output
-    untyped: list[str] = []
+
+def _verdict(sig: Signature, input_types: tuple[str | None, ...], output_types: tuple[str | None, ...]) -> Verdict:
+    """Whether a node of `sig` whose values carry these types (None: untyped, or a name left empty) is clean at a
+    glance, with the positions of its values without a type: every type parameter bound to one type, an admitted
+    one. A node that is not is looked at in full by `_node_violations` (a parameter of a heterogeneous variadic
+    may take several types)."""
     bound: dict[str, str] = {}  # type parameter -> the first type bound to it
-    for actual, pairs in zip((inputs, outputs), sig.pairing(len(inputs), len(outputs)), strict=True):
+    untyped: tuple[list[int], list[int]] = ([], [])
+    pairings = sig.pairing(len(input_types), len(output_types))
+    for types, pairs, missing in zip((input_types, output_types), pairings, untyped, strict=True):
         for position, formal in pairs:
-            name = actual[position]
-            if not name:
-                continue
-            for types in maps:  # scope.type_of(name), inlined: this runs for every value of every node
-                value_type = types.get(name)
-                if value_type is not None:
-                    break
+            value_type = types[position]
             if value_type is None:
-                untyped.append(name)
+                missing.append(position)
                 continue
             first = bound.get(formal.type_str)
             if first is None:
                 if value_type not in sig.admitted(formal.type_str):
-                    return _node_violations(node, index, sig, scope)
+                    return _IN_FULL
                 bound[formal.type_str] = value_type
             elif first != value_type:
-                return _node_violations(node, index, sig, scope)
-    return [], untyped
+                return _IN_FULL
+    return (True, tuple(untyped[0]), tuple(untyped[1])) if untyped[0] or untyped[1] else _CLEAN
 
 
-def _node_violations(
-    node: onnx.NodeProto, index: int, sig: Signature, scope: Scope
-) -> tuple[list[Violation], list[str]]:
-    """`_check_node` in full: every value bound to each type parameter, then its violations."""
+def _node_violations(node: Node, index: int, sig: Signature, scope: Scope) -> tuple[list[Violation], list[str]]:
+    """A node that `_verdict` did not find clean at a glance, in full: every value bound to each type parameter,
+    then its violations."""
     by_param: dict[str, list[tuple[str, int, str, str]]] = {}  # Binding's fields, built only when reported
     homogeneous: dict[str, bool] = {}
     untyped: list[str] = []
-    for io, actual, formals in (("input", node.input, sig.inputs), ("output", node.output, sig.outputs)):
+    for io, actual, formals in (("input", node.inputs, sig.inputs), ("output", node.outputs, sig.outputs)):
         for position, name, formal in formal_pairs(actual, formals):
             value_type = scope.type_of(name)
             if value_type is None:
@@ -370,7 +364,7 @@ def _node_violations(
 
     def violation(param: str, kind: FindingKind, bindings: list[Binding], offending: list[Binding]) -> Violation:
         return Violation(
-            node=node_label(node, index),
+            node=node_label(scope.graph.node[index], index),
             node_index=index,
             op_type=node.op_type,
             domain=node.domain,
@@ -413,23 +407,43 @@ def lint_types(types: ModelTypes, model_path: str | None = None) -> LintReport:
     )
     unchecked: Counter[str] = Counter()
     signatures: dict[tuple[str, str], Signature | None] = {}  # signature_for, once per op of the model
+    # (domain, op, its values' types) -> its verdict: a large graph repeats a few blocks, so the check runs once
+    # per kind of node and every other node is a lookup (`_verdict`)
+    verdicts: dict[tuple[Any, ...], Verdict] = {}
+
+    def judged(key: tuple[Any, ...]) -> Verdict:
+        domain, op_type = key[0], key[1]
+        if (domain, op_type) not in signatures:
+            signatures[(domain, op_type)] = signature_for(Node(op_type, domain, [], [], ()), types.opsets)
+        sig = signatures[(domain, op_type)]
+        verdict = verdicts[key] = _UNCHECKED if sig is None else _verdict(sig, key[2], key[3])
+        return verdict
+
     for scope in types.scopes.values():
-        for index, node in enumerate(scope.graph.node):
-            key = (node.domain, node.op_type)
-            if key not in signatures:
-                signatures[key] = signature_for(node, types.opsets)
-            sig = signatures[key]
-            if sig is None:
+        maps = scope.types.maps
+        type_of = maps[0].get if len(maps) == 1 else scope.type_of  # "" is never typed: an omitted value is None
+        known = verdicts.get
+        keys = [(domain, op_type, tuple(map(type_of, inputs)), tuple(map(type_of, outputs)))
+                for op_type, domain, inputs, outputs, _ in scope.nodes]  # fmt: skip
+        every = [known(key) or judged(key) for key in keys]  # in bulk: almost every node is a lookup
+        report.nodes_checked += len(every)
+        for index in (i for i, verdict in enumerate(every) if verdict is not _CLEAN):
+            node, verdict = scope.nodes[index], every[index]
+            if verdict is _UNCHECKED:
                 unchecked[f"{node.domain or 'ai.onnx'}:{node.op_type}"] += 1
+                report.nodes_checked -= 1
                 continue
-            found, untyped = _check_node(node, index, sig, scope)
-            if found:
+            clean, untyped_inputs, untyped_outputs = verdict
+            if clean:
+                untyped = [node.inputs[p] for p in untyped_inputs if node.inputs[p]]
+                untyped += [node.outputs[p] for p in untyped_outputs if node.outputs[p]]
+            else:
+                found, untyped = _node_violations(node, index, signatures[(node.domain, node.op_type)], scope)
                 report.violations.extend(found)
             if untyped:
                 report.untyped_values += len(untyped)
                 room = UNTYPED_EXAMPLES - len(report.untyped_examples)
                 report.untyped_examples.extend(f"{scope.path}/{n}" if scope.path else n for n in untyped[:room])
-            report.nodes_checked += 1
     report.unchecked = dict(unchecked)
     if report.violations:
         _mark_consequences(types, report.violations)
@@ -460,12 +474,12 @@ def _mark_consequences(types: ModelTypes, violations: list[Violation]) -> None:
     order = {label: position for position, label in enumerate(v.label for v in violations)}
     # with every violation in the main graph, nothing derives from one before the first: the walk starts there
     start = 0 if any(v.subgraph for v in violations) else min(v.node_index for v in violations)
-    _trace(types.scopes[""].graph, "", ChainMap(), at_node, types.opsets, order, start)
+    main = types.scopes[""]
+    _trace(ReadGraph("", main.graph, main.nodes), ChainMap(), at_node, types.opsets, order, start)
 
 
 def _trace(
-    graph: onnx.GraphProto,
-    path: str,
+    read: ReadGraph,
     derived: ChainMap[str, frozenset[str]],  # value name -> the roots its type derives from
     at_node: dict[tuple[str, int], list[Violation]],
     opsets: dict[str, int],
@@ -473,40 +487,36 @@ def _trace(
     start: int = 0,  # the first node that any violation may reach
 ) -> None:
     maps, own = derived.maps, derived.maps[0]  # derived.get and derived[...] = without ChainMap's per-call cost
-    for index, node in enumerate(graph.node[start:], start):
+    path, nodes = read.path, read.nodes
+    main, own_get, seen = len(maps) == 1, own.get, own.__contains__
+    violated = {index for at, index in at_node if at == path}
+    for index in range(start, len(nodes)):
+        node = nodes[index]
         from_inputs = _NONE
-        for name in node.input:
-            if name:
-                for values in maps:
-                    found = values.get(name)
-                    if found is not None:
-                        if found:
-                            from_inputs = found if not from_inputs else from_inputs | found
-                        break
+        if not main or any(map(own_get, node.inputs)):  # in the main graph, a test in C of whether any input derives
+            for name in node.inputs:
+                if name:
+                    for values in maps:
+                        found = values.get(name)
+                        if found is not None:
+                            if found:
+                                from_inputs = found if not from_inputs else from_inputs | found
+                            break
         from_bodies: frozenset[str] = _NONE
-        bodies = [
-            (attr.name, attr.g) if attr.type == onnx.AttributeProto.GRAPH else (f"{attr.name}[{k}]", sub)
-            for attr in node.attribute
-            if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-            for k, sub in enumerate([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
-        ] if node.attribute else []
-        if not from_inputs and not bodies and (path, index) not in at_node:
+        if not from_inputs and not node.bodies and index not in violated:
             # the common case: nothing reaches this node, so each output it types derives from nothing; in the
             # main graph a name derives from nothing when absent, so only a name seen before is set
-            if len(maps) == 1:
-                for out in node.output:
-                    if out in own:
-                        break
-                else:
-                    continue
+            if main and not any(map(seen, node.outputs)):
+                continue
             sig = signature_for(node, opsets)
-            for out in node.output if sig is None else (name for _, name, _ in formal_pairs(node.output, sig.outputs)):
+            outputs = node.outputs if sig is None else (name for _, name, _ in formal_pairs(node.outputs, sig.outputs))
+            for out in outputs:
                 own[out] = _NONE
             continue
-        for name, body in bodies:
-            inner = derived.new_child({value.name: from_inputs for value in body.input})
-            _trace(body, subgraph_path(path, node, index, name), inner, at_node, opsets, order)
-            from_bodies = from_bodies.union(*(inner.get(value.name, _NONE) for value in body.output))
+        for body in node.bodies:
+            inner = derived.new_child({value.name: from_inputs for value in body.read.graph.input})
+            _trace(body.read, inner, at_node, opsets, order)
+            from_bodies = from_bodies.union(*(inner.get(value.name, _NONE) for value in body.read.graph.output))
         rooted_params: dict[str, frozenset[str]] = {}
         for v in at_node.get((path, index), []):
             roots = _follows_from_others(v, derived)
@@ -515,15 +525,15 @@ def _trace(
             if v.root:
                 rooted_params[v.type_param] = rooted_params.get(v.type_param, _NONE) | {v.label}
         sig = signature_for(node, opsets)
-        if sig is None or bodies:
+        if sig is None or node.bodies:
             everything = from_inputs.union(from_bodies, *rooted_params.values())
-            for out in node.output:
+            for out in node.outputs:
                 derived[out] = everything
             continue
         by_param: dict[str, frozenset[str]] = dict(rooted_params)
-        for _, name, formal in formal_pairs(node.input, sig.inputs):
+        for _, name, formal in formal_pairs(node.inputs, sig.inputs):
             by_param[formal.type_str] = by_param.get(formal.type_str, _NONE) | derived.get(name, _NONE)
-        for _, name, formal in formal_pairs(node.output, sig.outputs):
+        for _, name, formal in formal_pairs(node.outputs, sig.outputs):
             derived[name] = by_param.get(formal.type_str, _NONE)
 
 
@@ -586,12 +596,15 @@ def lint_model(
         from where223.graph.kernels import kernel_table
 
         table = kernel_table(provider, kernel_cache)
-    model, path = load_model(model_or_path)
-    functions = len(model.functions)
-    if functions:  # the inlined model is a new one: model_types passes it through the guards again
-        model = inline_local_functions(model, path)
-    types = model_types(model, path) if functions else types_of_loaded(model, path)
-    report = lint_types(types, str(path) if path else None)
+    with collector_paused():
+        opened = open_model(model_or_path)
+        model, path = opened.model, opened.path
+        functions = len(model.functions)
+        if functions:  # the inlined model is a new one: model_types passes it through the guards again
+            types = model_types(inline_local_functions(model, path), path, shapes=False)
+        else:
+            types = types_of_loaded(model, path, opened.graphs, shapes=False)
+        report = lint_types(types, str(path) if path else None)
     report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
     report.inlined_functions = functions
     if table is not None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
 import onnx.external_data_helper
@@ -18,6 +21,7 @@ from google.protobuf.message import DecodeError
 
 from where223.errors import UsageError, printable
 from where223.graph import guards
+from where223.graph.nodes import ReadGraph, node_label, subgraph_path
 
 ModelLike = onnx.ModelProto | str | os.PathLike[str]
 
@@ -55,17 +59,20 @@ class NodeNotFoundError(UsageError, KeyError):
         return str(self.args[0])
 
 
-def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.ModelProto, Path | None]:
-    """The model and the path it came from (None for an in-memory model).
+@dataclass
+class OpenedModel:
+    """A model as `open_model` returns it: the model, the path it came from (None in memory), and its graphs with
+    their nodes read on the way (`nodes.read_graphs`; the guards walk them), for walks that visit every node."""
 
-    External weight data is read only when `load_weights` is true, and only from regular files inside the
-    model's folder (symlinks resolved) whose recorded byte ranges exist; the tensor headers (name, dtype,
-    shape) are always read. Raises `UnreadableModelError` with a one-line message for anything that is not
-    a usable ONNX model, and `MalformedModelError` for one the guards refuse (see `where223.graph.guards`).
-    """
+    model: onnx.ModelProto
+    path: Path | None
+    graphs: list[ReadGraph]
+
+
+def open_model(source: ModelLike) -> OpenedModel:
+    """`load_model(source)` (weights never read), with the model's graphs read (see `OpenedModel`)."""
     if isinstance(source, onnx.ModelProto):
-        _check(source, None)
-        return source, None
+        return _opened(source, None)
     path = Path(source)
     if not path.exists():
         raise UnreadableModelError(f"{path}: no such file")
@@ -81,10 +88,26 @@ def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.Mode
         raise UnreadableModelError(
             f"{path}: not an ONNX model or truncated (no ir_version, graph or opset_import)"
         )
-    _check(model, path)
-    if load_weights:
-        load_weights_into(model, path)
-    return model, path
+    return _opened(model, path)
+
+
+def _opened(model: onnx.ModelProto, path: Path | None) -> OpenedModel:
+    """The guards (`guards.check_structure`), the model's graphs read on the way."""
+    return OpenedModel(model, path, _guarded(guards.check_structure, model, path))
+
+
+def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.ModelProto, Path | None]:
+    """The model and the path it came from (None for an in-memory model).
+
+    External weight data is read only when `load_weights` is true, and only from regular files inside the
+    model's folder (symlinks resolved) whose recorded byte ranges exist; the tensor headers (name, dtype,
+    shape) are always read. Raises `UnreadableModelError` with a one-line message for anything that is not
+    a usable ONNX model, and `MalformedModelError` for one the guards refuse (see `where223.graph.guards`).
+    """
+    opened = open_model(source)
+    if load_weights and opened.path is not None:
+        load_weights_into(opened.model, opened.path)
+    return opened.model, opened.path
 
 
 def check_weights_of(model: onnx.ModelProto, path: Path | None) -> None:
@@ -120,22 +143,12 @@ def load_weights_into(model: onnx.ModelProto, path: Path) -> None:
         raise UnreadableModelError(f"{path}: its external weight data cannot be read ({exc})") from exc
 
 
-def _check(model: onnx.ModelProto, path: Path | None) -> None:
+def _guarded(check: Callable[[onnx.ModelProto], Any], model: onnx.ModelProto, path: Path | None) -> Any:
+    """`check(model)`, one of the guards, its refusal as a one-line MalformedModelError naming the model."""
     try:
-        guards.check_structure(model)
+        return check(model)
     except guards.StructureError as error:
         raise MalformedModelError(f"{path or '<model>'}: {error}") from error
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    """A node's name, or `<OpType #index>` for a nameless node."""
-    return node.name or f"<{node.op_type} #{index}>"
-
-
-def subgraph_path(parent: str, node: onnx.NodeProto, index: int, attribute: str) -> str:
-    """The path of a subgraph held in `attribute` of `node`, e.g. `If_3/then_branch`."""
-    own = f"{node_label(node, index)}/{attribute}"
-    return f"{parent}/{own}" if parent else own
 
 
 def subgraphs(graph: onnx.GraphProto, path: str = "") -> list[tuple[str, onnx.GraphProto]]:

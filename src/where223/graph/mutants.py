@@ -25,7 +25,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from where223.graph.loading import node_label, subgraphs
+from where223.graph.loading import subgraphs
+from where223.graph.nodes import node_label
 from where223.graph.schema import opset_imports
 from where223.graph.types import model_types
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import onnx
 import onnx.defs
 
+from where223.graph.nodes import Node
+
 
 @dataclass(frozen=True)
 class Formal:
@@ -128,8 +130,9 @@ def signature(op_type: str, domain: str, opset: int) -> Signature | None:
     )
 
 
-def signature_for(node: onnx.NodeProto, opsets: dict[str, int]) -> Signature | None:
-    """The signature of a node's op at the model's opset, None for ops onnx does not know."""
+def signature_for(node: onnx.NodeProto | Node, opsets: dict[str, int]) -> Signature | None:
+    """The signature of a node's op at the model's opset, None for ops onnx does not know (the node as a protobuf
+    or as `nodes.read_graphs` read it)."""
     domain = "" if node.domain == "ai.onnx" else node.domain
     version = opsets.get(domain)
     return None if version is None else signature(node.op_type, domain, version)

@@ -5,12 +5,16 @@ the node's), initializers (their headers only), Constant nodes, graph outputs, d
 `onnx.shape_inference` (non-strict), then, for values inference left untyped, the node's own inference
 function run alone and finally the schema's type-parameter binding (a parameter bound by an input fixes the
 outputs bound to the same parameter).
+
+Types without shapes. `lint` asks for types only (`shapes=False`): onnx's inference then sees every initializer
+as a graph input of its element type and the graph's inputs without their shapes, so that it infers element
+types without computing a shape for every value (a third of its time on a large graph). A node's output type in
+onnx's schemas follows from its inputs' types and its attributes, never from a shape; where an inference function
+gives up without its inputs' shapes, the node's own inference and the schema's binding fill the gap as above.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections import ChainMap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,17 +22,13 @@ from pathlib import Path
 
 import onnx
 import onnx.shape_inference
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from onnx.onnx_cpp2py_export import shape_inference as c_shape_inference
 
+from where223.graph import inference
 from where223.graph.dtypes import elem_type_of, tensor_type, type_string
 from where223.graph.guards import usable_opsets
-from where223.graph.loading import ModelLike, load_model, onnx_failure, subgraph_path, subgraphs
+from where223.graph.loading import ModelLike, open_model
+from where223.graph.nodes import Node, ReadGraph, read_graphs
 from where223.graph.schema import Signature, formal_pairs, op_schema, opset_imports, signature_for
-
-# initializers with at most this many elements keep their data for shape inference; larger ones are
-# handed to inference as typed graph inputs, so their data is never copied or needed
-_INFERENCE_DATA_LIMIT = 1024
 
 _CONSTANT_ATTRIBUTE_TYPES = {
     "value_float": onnx.TensorProto.FLOAT,
@@ -52,97 +52,12 @@ def _constant_type(node: onnx.NodeProto) -> onnx.TypeProto | None:
     return None
 
 
-def _needs_inference_copy(model: onnx.ModelProto) -> bool:
-    """Whether any initializer of the main graph is external or too large to hand to inference."""
-    return any(
-        init.data_location == onnx.TensorProto.EXTERNAL or math.prod(init.dims) > _INFERENCE_DATA_LIMIT
-        for init in model.graph.initializer
-    )
+class _TypeTexts(dict):
+    """A serialized TypeProto -> its ONNX Runtime style type string (None when undefined), each parsed once."""
 
-
-def _inference_copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy for shape inference in which large or external initializers become typed inputs."""
-    copy = onnx.ModelProto(ir_version=model.ir_version)
-    copy.opset_import.extend(model.opset_import)
-    copy.functions.extend(model.functions)
-    graph, source = copy.graph, model.graph
-    graph.name = source.name
-    graph.node.extend(source.node)
-    graph.input.extend(source.input)
-    graph.output.extend(source.output)
-    graph.value_info.extend(source.value_info)
-    graph.sparse_initializer.extend(source.sparse_initializer)
-    declared = {v.name for v in source.input}
-    for init in source.initializer:
-        external = init.data_location == onnx.TensorProto.EXTERNAL
-        if not external and math.prod(init.dims) <= _INFERENCE_DATA_LIMIT:
-            graph.initializer.append(init)
-        elif init.name not in declared:
-            proto = tensor_type(init.data_type, list(init.dims))
-            graph.input.append(onnx.helper.make_value_info(init.name, proto))
-    return copy
-
-
-@functools.lru_cache(maxsize=1)
-def _main_graph_types_reader() -> tuple[type, type]:
-    """Message classes that read only ModelProto.graph's output and value_info, leaving nodes and
-    initializers as unparsed bytes (much faster with the pure-Python protobuf runtime)."""
-    bytes_field, optional, repeated = (
-        descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
-        descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
-        descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-    )
-    file = descriptor_pb2.FileDescriptorProto(name="where223_types.proto", package="where223_types")
-    model = file.message_type.add(name="Model")
-    model.field.add(name="graph", number=7, type=bytes_field, label=optional)
-    graph = file.message_type.add(name="Graph")
-    graph.field.add(name="output", number=12, type=bytes_field, label=repeated)
-    graph.field.add(name="value_info", number=13, type=bytes_field, label=repeated)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    # GetMessageClass since protobuf 4.21; MessageFactory.GetPrototype before (removed in 5.x)
-    message_class = getattr(message_factory, "GetMessageClass", None)
-    if message_class is None:
-        message_class = message_factory.MessageFactory(pool).GetPrototype
-    return (
-        message_class(pool.FindMessageTypeByName("where223_types.Model")),
-        message_class(pool.FindMessageTypeByName("where223_types.Graph")),
-    )
-
-
-class _InferredTypes:
-    """onnx's shape inference over a model (non-strict: gaps allowed), read per subgraph path on demand."""
-
-    def __init__(self, model: onnx.ModelProto, path: Path | None = None, opsets: dict[str, int] | None = None) -> None:
-        # onnx's own binding, as onnx.shape_inference.infer_shapes calls it, minus the full re-parse; a
-        # model whose initializers are all small and inline goes as it is (its other fields do not affect
-        # inference). Opset versions beyond the installed onnx's are given as its newest (`opsets`).
-        declared = opset_imports(model)
-        clamp = opsets is not None and opsets != declared
-        source = _inference_copy(model) if clamp or _needs_inference_copy(model) else model
-        if clamp:
-            for entry in source.opset_import:
-                entry.version = opsets.get("" if entry.domain == "ai.onnx" else entry.domain, entry.version)
-        try:
-            self._inferred = c_shape_inference.infer_shapes(source.SerializeToString(), False, False, False)
-        except Exception as error:  # non-strict inference still raises on models it cannot walk
-            raise onnx_failure(path, "shape inference", error) from error
-        self._subgraphs: dict[str, dict[str, onnx.TypeProto]] | None = None
-
-    def types(self, path: str) -> dict[str, onnx.TypeProto]:
-        """Value name -> inferred type in the graph at `path` ("" is the main graph)."""
-        if path == "":
-            model_reader, graph_reader = _main_graph_types_reader()
-            graph = graph_reader.FromString(model_reader.FromString(self._inferred).graph)
-            values = (onnx.ValueInfoProto.FromString(raw) for raw in (*graph.value_info, *graph.output))
-            return {v.name: v.type for v in values}
-        if self._subgraphs is None:  # the first subgraph: parse the whole inferred model once
-            full = onnx.load_model_from_string(self._inferred)
-            self._subgraphs = {
-                sub_path: {v.name: v.type for v in (*graph.value_info, *graph.output)}
-                for sub_path, graph in subgraphs(full.graph)
-            }
-        return self._subgraphs.get(path, {})
+    def __missing__(self, raw: bytes) -> str | None:
+        text = self[raw] = type_string(onnx.TypeProto.FromString(raw))
+        return text
 
 
 @dataclass
@@ -152,8 +67,14 @@ class Scope:
     path: str
     graph: onnx.GraphProto
     types: ChainMap[str, str]  # value name -> ORT-style type string
-    protos: ChainMap[str, onnx.TypeProto]
+    protos: ChainMap[str, onnx.TypeProto | bytes]  # value name -> its TypeProto, serialized where inference gave it
     sources: ChainMap[str, str]  # value name -> where its type came from
+    nodes: list[Node] = field(default_factory=list)  # the graph's nodes, read (`where223.graph.nodes`)
+
+    def proto(self, name: str) -> onnx.TypeProto | None:
+        """The TypeProto of a value visible here, None if unknown."""
+        found = self.protos.get(name)
+        return onnx.TypeProto.FromString(found) if isinstance(found, bytes) else found
 
     def type_of(self, name: str) -> str | None:
         """The ORT-style type of a value visible here, None if unknown."""
@@ -182,8 +103,8 @@ class ModelTypes:
         return [
             (path, out)
             for path, scope in self.scopes.items()
-            for node in scope.graph.node
-            for out in node.output
+            for node in scope.nodes
+            for out in node.outputs
             if out and scope.type_of(out) is None
         ]
 
@@ -191,27 +112,35 @@ class ModelTypes:
 class _Builder:
     """Walks a model's graphs, filling each scope from the sources in precedence order."""
 
-    def __init__(self, model: onnx.ModelProto, path: Path | None = None) -> None:
+    def __init__(
+        self, model: onnx.ModelProto, path: Path | None = None, shapes: bool = True
+    ) -> None:
         self.model = model
         self.declared = opset_imports(model)
         self.opsets, self.notes = usable_opsets(self.declared)
-        self.inferred = _InferredTypes(model, path, self.opsets)
+        self.initializers = inference.initializers(model.graph)  # the main graph's, read once for both
+        # run when the main graph's inferred types are first read, after the sources that need no inference
+        self.inferred = inference.InferredTypes(
+            lambda: inference.infer(model, path, self.opsets, shapes, self.initializers)
+        )
         self.scopes: dict[str, Scope] = {}
         self.initializer_types: dict[tuple[int, tuple[int, ...]], tuple[onnx.TypeProto, str | None]] = {}
+        self.type_texts = _TypeTexts()
 
     def build(
         self,
-        graph: onnx.GraphProto,
-        path: str,
+        read: ReadGraph,
         outer: Scope | None,
         implied_inputs: Sequence[onnx.TypeProto | None] = (),
     ) -> Scope:
+        graph, path = read.graph, read.path
         scope = Scope(
             path=path,
             graph=graph,
             types=ChainMap({}, *(outer.types.maps if outer else [])),
             protos=ChainMap({}, *(outer.protos.maps if outer else [])),
             sources=ChainMap({}, *(outer.sources.maps if outer else [])),
+            nodes=read.nodes,
         )
         own_types, own_protos, own_sources = scope.types.maps[0], scope.protos.maps[0], scope.sources.maps[0]
 
@@ -225,54 +154,54 @@ class _Builder:
             put(value.name, value.type, "input")
         for value, proto in zip(graph.input, implied_inputs, strict=False):  # for inputs declared without a type
             put(value.name, proto, "body_input")
-        for init in graph.initializer:  # put, inlined, with one TypeProto and type string per dtype and shape
-            if init.name and init.name not in own_types:
-                key = (init.data_type, tuple(init.dims))
-                known = self.initializer_types.get(key)
+        known_types = self.initializer_types
+        for name, data_type, dims, _ in self.initializers if outer is None else inference.initializers(graph):
+            if name and name not in own_types:  # put, inlined, with one TypeProto and type string per dtype and shape
+                known = known_types.get((data_type, dims))
                 if known is None:
-                    proto = tensor_type(init.data_type, list(init.dims))
-                    known = self.initializer_types[key] = (proto, type_string(proto))
+                    proto = tensor_type(data_type, list(dims))
+                    known = known_types[(data_type, dims)] = (proto, type_string(proto))
                 proto, text = known
                 if text is not None:
-                    own_types[init.name], own_protos[init.name], own_sources[init.name] = text, proto, "initializer"
+                    own_types[name], own_protos[name], own_sources[name] = text, proto, "initializer"
         for sparse in graph.sparse_initializer:
             put(sparse.values.name, tensor_type(sparse.values.data_type, list(sparse.dims)), "initializer")
-        for node in graph.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
-                put(node.output[0], _constant_type(node), "constant")
+        for index, node in enumerate(read.nodes):
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.outputs:
+                put(node.outputs[0], _constant_type(graph.node[index]), "constant")
         for value in graph.output:
             put(value.name, value.type, "output")
         for value in graph.value_info:
             put(value.name, value.type, "value_info")
-        for name, proto in self.inferred.types(path).items():  # put(name, proto, "inferred"), inlined: one per value
-            if name and name not in own_types:
-                text = type_string(proto)
-                if text is not None:
-                    own_types[name], own_protos[name], own_sources[name] = text, proto, "inferred"
+        # put(name, proto, "inferred") for every value inference typed, in bulk: one store per value and map
+        texts = self.type_texts
+        fresh = {name: raw for name, raw in self.inferred.types(path).items() if name and name not in own_types}
+        typed = {name: text for name, raw in fresh.items() if (text := texts[raw]) is not None}
+        own_types.update(typed)
+        own_protos.update(fresh if len(typed) == len(fresh) else {name: fresh[name] for name in typed})
+        own_sources.update(dict.fromkeys(typed, "inferred"))
 
         self.scopes[path] = scope
         type_maps = scope.types.maps
         outer = len(type_maps) > 1
-        for index, node in enumerate(graph.node):
-            branches = self._build_subgraphs(node, index, scope) if node.attribute else {}
-            for out in node.output:  # any output untyped? (scope.type_of(out) is None, inlined: runs for every node)
+        typed_here = own_types.__contains__
+        for index, node in enumerate(read.nodes):
+            if not outer and not node.bodies and all(map(typed_here, node.outputs)):
+                continue  # every output typed: the common case, tested in C
+            branches = self._build_subgraphs(node, index, scope) if node.bodies else {}
+            for out in node.outputs:  # any output untyped? (scope.type_of(out) is None, inlined: runs for every node)
                 if out and (not any(out in types for types in type_maps) if outer else out not in own_types):
-                    for name, proto in self._fallback(node, scope, branches).items():
+                    for name, proto in self._fallback(graph.node[index], scope, branches).items():
                         put(name, proto, "propagated")
                     break
         return scope
 
-    def _build_subgraphs(self, node: onnx.NodeProto, index: int, scope: Scope) -> dict[str, Scope]:
-        built: dict[str, Scope] = {}
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                path = subgraph_path(scope.path, node, index, attr.name)
-                built[attr.name] = self.build(attr.g, path, scope, self._body_inputs(node, attr.name, scope))
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for k, sub in enumerate(attr.graphs):
-                    name = f"{attr.name}[{k}]"
-                    built[name] = self.build(sub, subgraph_path(scope.path, node, index, name), scope)
-        return built
+    def _build_subgraphs(self, node: Node, index: int, scope: Scope) -> dict[str, Scope]:
+        proto = scope.graph.node[index]
+        return {
+            body.attribute: self.build(body.read, scope, self._body_inputs(proto, body.attribute, scope))
+            for body in node.bodies
+        }
 
     def _body_inputs(self, node: onnx.NodeProto, attribute: str, scope: Scope) -> list[onnx.TypeProto | None]:
         """The types a Loop's or Scan's body receives from the node's own inputs (a body may leave its inputs'
@@ -280,11 +209,11 @@ class _Builder:
         if node.domain not in ("", "ai.onnx") or attribute != "body":
             return []
         if node.op_type == "Loop":
-            carried = [scope.protos.get(name) if name else None for name in node.input[2:]]
+            carried = [scope.proto(name) if name else None for name in node.input[2:]]
             counters = [tensor_type(onnx.TensorProto.INT64, []), tensor_type(onnx.TensorProto.BOOL, [])]
             return [*counters, *map(_unshaped, carried)]
         if node.op_type == "Scan" and self.opsets.get("", 0) >= 9:  # state variables, then one slice per scan input
-            return [_unshaped(scope.protos.get(name)) if name else None for name in node.input]
+            return [_unshaped(scope.proto(name)) if name else None for name in node.input]
         return []
 
     def _fallback(
@@ -293,7 +222,7 @@ class _Builder:
         """Types for a node's outputs that graph-level inference left untyped."""
         if node.op_type == "If" and "then_branch" in branches:
             branch = branches["then_branch"]
-            outputs = [branch.protos.get(v.name) for v in branch.graph.output]
+            outputs = [branch.proto(v.name) for v in branch.graph.output]
             return {o: t for o, t in zip(node.output, outputs, strict=False) if o and t is not None}
         sig = signature_for(node, self.opsets)
         if sig is None:
@@ -305,7 +234,7 @@ class _Builder:
                     onnx.shape_inference.infer_node_outputs(
                         op_schema(sig.op_type, sig.domain, self.opsets[sig.domain]),
                         node,
-                        {name: scope.protos[name] for name in present},
+                        {name: scope.proto(name) for name in present},
                         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in self.opsets.items()],
                         ir_version=self.model.ir_version,
                     )
@@ -327,7 +256,7 @@ def _bind_outputs(node: onnx.NodeProto, sig: Signature, scope: Scope) -> dict[st
     bound: dict[str, onnx.TypeProto] = {}
     for _, name, formal in formal_pairs(list(node.input), sig.inputs):
         if name in scope.protos and formal.homogeneous:
-            bound.setdefault(formal.type_str, scope.protos[name])
+            bound.setdefault(formal.type_str, scope.proto(name))
     result: dict[str, onnx.TypeProto] = {}
     for _, name, formal in formal_pairs(list(node.output), sig.outputs):
         choices = sig.allowed(formal.type_str)
@@ -338,19 +267,23 @@ def _bind_outputs(node: onnx.NodeProto, sig: Signature, scope: Scope) -> dict[st
     return result
 
 
-def model_types(source: ModelLike, path: Path | None = None) -> ModelTypes:
-    """The type of every value in every graph of a model, weights never loaded.
+def model_types(source: ModelLike, path: Path | None = None, shapes: bool = True) -> ModelTypes:
+    """The type of every value in every graph of a model, weights never loaded; without `shapes`, element types
+    only (the TypeProtos in `Scope.protos` may then lack shapes; see the module's docstring).
 
     `path` names an in-memory model in errors; MalformedModelError when onnx's shape inference fails on it.
     """
-    model, loaded_from = load_model(source)
-    return types_of_loaded(model, loaded_from or path)
+    opened = open_model(source)
+    return types_of_loaded(opened.model, opened.path or path, opened.graphs, shapes)
 
 
-def types_of_loaded(model: onnx.ModelProto, path: Path | None = None) -> ModelTypes:
-    """`model_types` of a model that `load_model` has just returned, without running its guards a second time
-    (they are a walk over every node: a large graph pays for it once)."""
-    builder = _Builder(model, path)
-    builder.build(model.graph, "", None)
+def types_of_loaded(
+    model: onnx.ModelProto, path: Path | None = None, graphs: list[ReadGraph] | None = None, shapes: bool = True
+) -> ModelTypes:
+    """`model_types` of a model that `load_model` or `open_model` has just returned, without running its guards a
+    second time (they are a walk over every node: a large graph pays for it once); `graphs` are its graphs as
+    `open_model` read them (read here when not given)."""
+    builder = _Builder(model, path, shapes)
+    builder.build((graphs or read_graphs(model.graph))[0], None)
     opsets = {"opsets": builder.opsets, "declared_opsets": builder.declared}
     return ModelTypes(scopes=builder.scopes, notes=builder.notes, **opsets)

@@ -11,7 +11,8 @@ import onnx_ir as ir
 from where223.errors import printable
 from where223.graph.dtypes import elem_type_name, elem_type_of, short_type
 from where223.graph.lint import Violation
-from where223.graph.loading import FreshNames, node_label, subgraph_path
+from where223.graph.loading import FreshNames
+from where223.graph.nodes import node_label, subgraph_path
 from where223.graph.repair._change import Change, RepairError
 from where223.graph.schema import signature
 from where223.graph.types import ModelTypes
