@@ -129,6 +129,22 @@ def test_a_refusal_left_is_the_exporters_when_float32_is_refused_alike():
         assert found["classes"][0]["not_remedied"][0]["float32"] == said
 
 
+def test_a_member_eager_pytorch_itself_refuses_is_said_so_and_one_it_ran_is_not():
+    from where223.study.remedies import section
+
+    refused = remedy_record("mra", fixed="type_error")
+    refused["eager"] = {"error": {"message": "mat1 and mat2 must have the same dtype, but got Float and Half\nmore",
+                                  "stage": "eager"}}  # fmt: skip
+    ran = remedy_record("bert", fixed="type_error")  # the control: eager ran (no error)
+    ran["eager"] = {"outputs": {}}
+    found = analysis.summary([refused, ran], [class_record("mra", "type_error"), class_record("bert", "type_error")])
+    said = {entry["model_type"]: entry["eager"] for entry in found["classes"][0]["not_remedied"]}
+    assert said == {"mra": "refused: mat1 and mat2 must have the same dtype, but got Float and Half", "bert": "ran"}
+    text = "\n".join(section.not_remedied_lines(found))
+    assert "Eager PyTorch itself refuses `mra`" in text and "itself refuses `bert`" not in text
+    assert "| `mra` |" in text and text.count("| refused |") == 1 and text.count("| ran |") == 1
+
+
 @pytest.mark.slow
 def test_bert_fp16_torchscript_cell_on_today_s_stack(tmp_path):
     python = today_python()

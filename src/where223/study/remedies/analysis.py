@@ -134,8 +134,22 @@ def _not_remedied(rows: list[dict[str, Any]], float32: dict[tuple[str, str, str]
             "fix_message": ort.first_message_line((fixed.get("ort") or {}).get("message") or "")[:300],
             "refusal_left": baseline.refusal_left(refused[0]) if refused else None,
             "float32": baseline.reason(refused[0], plain32) if refused else baseline.NOT_REFUSED,
+            "eager": eager_verdict(r),
         })
     return found
+
+
+EAGER_RAN = "ran"
+EAGER_REFUSED = "refused"  # eager PyTorch itself raised under the recipe: there is nothing to match
+
+
+def eager_verdict(record: dict[str, Any]) -> str:
+    """Whether eager PyTorch ran the model under the cell's recipe: `ran`, or `refused: <its error>` (then no
+    remedy has an eager result to be held to, and the refusal is the model's own code's, before any exporter)."""
+    error = (record.get("eager") or {}).get("error")
+    if not error:
+        return EAGER_RAN
+    return f"{EAGER_REFUSED}: {str(error.get('message') or error.get('type') or '?').splitlines()[0][:200]}"
 
 
 def tolerances(rows: list[dict[str, Any]]) -> dict[str, Any]:

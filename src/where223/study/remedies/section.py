@@ -59,12 +59,20 @@ def not_remedied_lines(data: dict[str, Any]) -> list[str]:
     precision's)."""
     rows = [[f"`{entry['model_type']}`", f"{e['operator']} ({e['stack']}, {RECIPE_SHORT.get(e['recipe'], e['recipe'])}"
              f", {EXPORTER_SHORT.get(e['exporter'], e['exporter'])})", entry["repair"], entry["fix"],
-             entry.get("refusal_left") or "—", baseline.SHORT.get(entry.get("float32"), entry.get("float32"))]
+             entry.get("refusal_left") or "—", baseline.SHORT.get(entry.get("float32"), entry.get("float32")),
+             str(entry.get("eager", "—")).split(":", 1)[0]]
             for e in data["classes"] for entry in e.get("not_remedied", [])]  # fmt: skip
     if not rows:
         return ["Every member rerun is accepted after both remedies.", ""]
     alike = sum(entry.get("float32") == baseline.ALIKE_IN_FLOAT32
                 for e in data["classes"] for entry in e.get("not_remedied", []))  # fmt: skip
+    eager_refused = [(entry["model_type"], entry["eager"].split(": ", 1)[-1]) for e in data["classes"]
+                     for entry in e.get("not_remedied", []) if str(entry.get("eager", "")).startswith("refused")]
+    eager_said = "".join(
+        f" Eager PyTorch itself refuses `{model}` under its recipe ({markdown.code(error[:120])}): the mismatch is "
+        "the model's own code's, before any exporter, and there is no eager result for a remedy to match."
+        for model, error in eager_refused
+    )
     return [
         f"**Left refused.** {len(rows)} members rerun are still refused after a remedy (repair or fix; ONNX Runtime "
         "names a model's first refusal only, so fixing one can show the next). Each was exported once more by the "
@@ -73,9 +81,10 @@ def not_remedied_lines(data: dict[str, Any]) -> list[str]:
         "is left is the exporter's, not the reduced precision's, and no precision remedy is asked to fix it. "
         "*Refusal left*: the operator ONNX Runtime refused in the fixed export, else in the repaired one; *not run*: "
         "the plain export failed on the rerun, so neither remedy ran; ONNX Runtime's words are in "
-        "[`remedies/summary.json`](remedies/summary.json) (`not_remedied`).",
+        "[`remedies/summary.json`](remedies/summary.json) (`not_remedied`); *eager*: whether eager PyTorch ran the "
+        f"model under the recipe.{eager_said}",
         "",
-        *markdown.table(["model", "class", "repair", "fix", "refusal left", "float32 export"], rows),
+        *markdown.table(["model", "class", "repair", "fix", "refusal left", "float32 export", "eager"], rows),
         "",
     ]
 
