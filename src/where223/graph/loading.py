@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 
 from where223.errors import UsageError, printable
 from where223.graph import guards
-from where223.graph.nodes import ReadGraph, node_label, subgraph_path
+from where223.graph.nodes import ReadGraph, node_label, read_graphs
 
 ModelLike = onnx.ModelProto | str | os.PathLike[str]
 
@@ -152,16 +152,9 @@ def _guarded(check: Callable[[onnx.ModelProto], Any], model: onnx.ModelProto, pa
 
 
 def subgraphs(graph: onnx.GraphProto, path: str = "") -> list[tuple[str, onnx.GraphProto]]:
-    """Every graph reachable from `graph` (itself first), with its subgraph path ("" for the main one)."""
-    found = [(path, graph)]
-    for index, node in enumerate(graph.node):
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                found.extend(subgraphs(attr.g, subgraph_path(path, node, index, attr.name)))
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for k, sub in enumerate(attr.graphs):
-                    found.extend(subgraphs(sub, subgraph_path(path, node, index, f"{attr.name}[{k}]")))
-    return found
+    """Every graph reachable from `graph` (itself first, then depth first), with its subgraph path ("" for the main
+    one): `nodes.read_graphs`'s graphs, without recursion."""
+    return [(read.path, read.graph) for read in read_graphs(graph, path)]
 
 
 def find_node(graph: onnx.GraphProto, name: str) -> tuple[str, int, onnx.NodeProto]:

@@ -100,8 +100,8 @@ def collector_paused() -> Iterator[None]:
 
 
 def read_graphs(graph: onnx.GraphProto, path: str = "") -> list[ReadGraph]:
-    """Every graph reachable from `graph`, itself first, each read once: the graphs and paths of
-    `loading.subgraphs`, in its order (two subgraphs may share a path: nodes may share a name)."""
+    """Every graph reachable from `graph`, itself first, then depth first, each read once (two subgraphs may share
+    a path: nodes may share a name); `loading.subgraphs` lists their graphs and paths."""
     top = ReadGraph(path, graph)
     found: list[ReadGraph] = []
     pending = [top]
