@@ -87,8 +87,8 @@ def _read_nodes(graph: onnx.GraphProto, path: str) -> list[Node]:
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block (as it was after): a walk that builds a tuple or two per
-    node of a large graph otherwise triggers collections that traverse every object built so far, a third of the
-    time of reading 100,000 nodes (`benchmarks/lint_speed.py`). Nothing the block builds is lost: cycles left are
+    node of a large graph otherwise triggers collections that traverse every object built so far, again and again.
+    Nothing the block builds is lost: cycles left are
     collected at the next collection after it."""
     enabled = gc.isenabled()
     gc.disable()

@@ -8,9 +8,10 @@ outputs bound to the same parameter).
 
 Types without shapes. `lint` asks for types only (`shapes=False`): onnx's inference then sees every initializer
 as a graph input of its element type and the graph's inputs without their shapes, so that it infers element
-types without computing a shape for every value (a third of its time on a large graph). A node's output type in
-onnx's schemas follows from its inputs' types and its attributes, never from a shape; where an inference function
-gives up without its inputs' shapes, the node's own inference and the schema's binding fill the gap as above.
+types without computing a shape for every value. A node's output type in onnx's schemas follows from its inputs'
+types and its attributes, not from a shape (over onnx's conformance models and their mutants, both ways give every
+value the same type: `tests/graph/test_inference.py`); where an inference function gives up without its inputs'
+shapes, the node's own inference and the schema's binding fill the gap as above.
 """
 
 from __future__ import annotations
