@@ -164,12 +164,12 @@ def _cycle_in(read: ReadGraph, where: str) -> str | None:
     return f"the {where} has a cycle ({' -> '.join(label)}): a graph's nodes must have a topological order"
 
 
-def check_acyclic(model: onnx.ModelProto, graphs: list[ReadGraph] | None = None) -> list[ReadGraph]:
+def check_acyclic(model: onnx.ModelProto) -> list[ReadGraph]:
     """Refuse a model any of whose graphs, subgraphs or function bodies has a cycle; the main graph's graphs, read
-    (`nodes.read_graphs`: `graphs` when given, read already)."""
+    on the way (`nodes.read_graphs`)."""
     from where223.errors import printable
 
-    graphs = read_graphs(model.graph) if graphs is None else graphs
+    graphs = read_graphs(model.graph)
     scopes = [(f"subgraph {read.path}" if read.path else "main graph", read) for read in graphs]
     for function in model.functions:
         name = f"function {function.domain}.{function.name}"

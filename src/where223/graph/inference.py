@@ -144,17 +144,17 @@ def infer(
 
 
 class InferredTypes:
-    """onnx's inference of a model, its result read per subgraph path on demand: the result itself, or how to make
-    it (run when first asked)."""
+    """onnx's inference of a model, made when first asked for (`make`), its result read per subgraph path."""
 
-    def __init__(self, inferred: bytes | Callable[[], bytes]) -> None:
-        self._inferred = inferred
+    def __init__(self, make: Callable[[], bytes]) -> None:
+        self._make = make
+        self._inferred: bytes | None = None
         self._subgraphs: dict[str, dict[str, bytes]] | None = None
 
     def result(self) -> bytes:
-        """The serialized inferred model (inferred the first time it is asked for, when given as how to make it)."""
-        if callable(self._inferred):
-            self._inferred = self._inferred()
+        """The serialized inferred model (inferred the first time it is asked for)."""
+        if self._inferred is None:
+            self._inferred = self._make()
         return self._inferred
 
     def types(self, path: str) -> dict[str, bytes]:

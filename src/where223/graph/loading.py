@@ -10,10 +10,8 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import onnx
 import onnx.external_data_helper
@@ -92,8 +90,13 @@ def open_model(source: ModelLike) -> OpenedModel:
 
 
 def _opened(model: onnx.ModelProto, path: Path | None) -> OpenedModel:
-    """The guards (`guards.check_structure`), the model's graphs read on the way."""
-    return OpenedModel(model, path, _guarded(guards.check_structure, model, path))
+    """The guards (`guards.check_structure`), the model's graphs read on the way; a refusal as a one-line
+    MalformedModelError naming the model."""
+    try:
+        graphs = guards.check_structure(model)
+    except guards.StructureError as error:
+        raise MalformedModelError(f"{path or '<model>'}: {error}") from error
+    return OpenedModel(model, path, graphs)
 
 
 def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.ModelProto, Path | None]:
@@ -141,14 +144,6 @@ def load_weights_into(model: onnx.ModelProto, path: Path) -> None:
         onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
     except (OSError, ValueError, MemoryError, onnx.checker.ValidationError) as exc:
         raise UnreadableModelError(f"{path}: its external weight data cannot be read ({exc})") from exc
-
-
-def _guarded(check: Callable[[onnx.ModelProto], Any], model: onnx.ModelProto, path: Path | None) -> Any:
-    """`check(model)`, one of the guards, its refusal as a one-line MalformedModelError naming the model."""
-    try:
-        return check(model)
-    except guards.StructureError as error:
-        raise MalformedModelError(f"{path or '<model>'}: {error}") from error
 
 
 def subgraphs(graph: onnx.GraphProto, path: str = "") -> list[tuple[str, onnx.GraphProto]]:
