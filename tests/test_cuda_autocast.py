@@ -12,11 +12,15 @@ import pytest
 import torch
 
 from tests.stacks import today_python
+from where223 import cuda_autocast
 from where223.cuda_autocast import (
+    BinaryPolicies,
     CudaAutocastLists,
     drift,
     emulate_cuda_autocast,
     lists_for,
+    policies_from_binary,
+    policy_drift,
     registered_cuda_autocast_ops,
     releases,
 )
@@ -49,16 +53,175 @@ def test_today_s_lists_are_what_torch_2_14_registers_and_what_its_header_lists(t
     python = today_python()
     script = (
         "import json, sys\n"
-        "from where223.cuda_autocast import drift, lists_for, lists_from_binary\n"
+        "from where223.cuda_autocast import drift, lists_for, lists_from_binary, policies_from_binary, policy_drift\n"
         "committed = lists_for('2.14.1')\n"
+        "binary = policies_from_binary()\n"
         "print(json.dumps({'drift': drift(committed), 'header_equal': lists_from_binary().ops == committed.ops,\n"
-        "                  'count': len(committed.ops)}))\n"
+        "                  'count': len(committed.ops), 'policy_drift': policy_drift(committed, binary),\n"
+        "                  'wrappers': binary.instantiations}))\n"
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"), "HOME": str(tmp_path)}
     done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found == {"drift": [], "header_equal": True, "count": 121}
+    # each op's policy from 2.14.1's own wrappers too: 119 of them, and the two ops registered without one
+    assert found == {"drift": [], "header_equal": True, "count": 121, "policy_drift": [], "wrappers": 119}
+
+
+# --- Each op's policy against the binary's own wrappers (issue 38): `drift` compares which ops are registered and
+# at which block line, so a policy moved between lists passed it.
+
+
+@pytest.fixture(scope="module")
+def binary() -> BinaryPolicies:
+    return policies_from_binary()  # one pass over libtorch_cpu.so's string tables, once for this module
+
+
+@pytest.fixture(scope="module")
+def registered() -> dict[str, tuple[str, int]]:
+    return registered_cuda_autocast_ops()
+
+
+def _moved(op: str, to: str, release: str = "2.1.2") -> CudaAutocastLists:
+    """A copy of the committed lists with `op`'s entry moved to the list of policy `to`, as an edit of the file."""
+    document = json.loads((ROOT / "src/where223/autocast_lists" / f"{release}.json").read_text())
+    entry = next(entry for entries in document["policies"].values() for entry in entries if entry["op"] == op)
+    for entries in document["policies"].values():
+        if entry in entries:
+            entries.remove(entry)
+    document["policies"].setdefault(to, []).append(entry)
+    return CudaAutocastLists.from_dict(document)
+
+
+def test_each_listed_op_s_cuda_policy_is_the_one_its_binary_s_wrapper_gives(binary, registered):
+    """The control: the committed 2.1.2 lists pass; 110 CUDA wrapper instantiations, each named to one listed op
+    (`at::norm`'s three by their signatures), and the two ops registered without one checked otherwise."""
+    lists = lists_for()
+    assert policy_drift(lists, binary, registered) == []
+    assert binary.instantiations == len(binary.policies) == 110 and binary.undecoded == ()
+    assert set(lists.ops) - set(binary.policies) == {"_cudnn_rnn", "binary_cross_entropy"}
+    assert binary.policies["native_layer_norm"] == "fp32" and binary.policies["bmm"] == "lower_precision_fp"
+    assert binary.policies["softmax.int"] == "fp32_set_opt_dtype" and binary.policies["addcmul"] == "promote"
+    assert {op: binary.policies[op] for op in binary.policies if op.startswith("norm.")} == dict.fromkeys(
+        ["norm.Scalar", "norm.ScalarOpt_dim", "norm.names_ScalarOpt_dim"], "fp32_append_dtype"
+    )
+
+
+@pytest.mark.parametrize(("op", "to"), [
+    ("bmm", "fp32"), ("baddbmm", "fp32"), ("addbmm", "fp32"), ("prelu", "fp32"),
+    ("exp", "lower_precision_fp"), ("log", "lower_precision_fp"), ("rsqrt", "lower_precision_fp"),
+])  # fmt: skip
+def test_a_policy_moved_between_float16_and_float32_is_reported(binary, registered, op, to):
+    mutant = _moved(op, to)
+    assert drift(mutant, registered) == []  # what the registration check sees: the same ops at the same block line
+    was = lists_for().policy(op)
+    assert policy_drift(mutant, binary, registered) == [f"{op}: listed {to}, the binary's CUDA wrapper is {was}"]
+
+
+def test_an_unlisted_wrapper_and_a_listed_op_nothing_checks_are_reported(binary, registered):
+    lists = lists_for()
+    ops = dict(lists.ops)
+    ops.pop("mm")
+    ops["where.self"] = ("fp32", "aten/src/ATen/autocast_mode.cpp:300")
+    assert policy_drift(dataclasses.replace(lists, ops=ops), binary, registered) == [
+        "where.self: listed fp32, the binary has no CUDA autocast wrapper for it and nothing else here checks its "
+        "policy",
+        "mm: the binary's CUDA wrapper is lower_precision_fp, not listed",
+    ]
+
+
+def test_the_banned_op_is_checked_by_running_its_cuda_autocast_kernel(binary, registered):
+    """binary_cross_entropy has no wrapper template: its AutocastCUDA kernel, run on CPU tensors, must refuse. Moved
+    out of the banned list it is reported; so is binary_cross_entropy_with_logits moved into it (its wrapper is
+    fp32); and a binary whose kernel for it runs (a pass-through registered over it here) fails the committed lists,
+    which pass again once it is gone."""
+    assert policy_drift(_moved("binary_cross_entropy", "fp32"), binary, registered) == [
+        "binary_cross_entropy: listed fp32; its AutocastCUDA kernel, run on CPU tensors, refuses it as unsafe to "
+        "autocast (banned)"
+    ]
+    assert policy_drift(_moved("binary_cross_entropy_with_logits", "banned"), binary, registered) == [
+        "binary_cross_entropy_with_logits: listed banned, the binary's CUDA wrapper is fp32"
+    ]
+    import warnings
+
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            library.impl("binary_cross_entropy", torch.library.fallthrough_kernel, "AutocastCUDA")
+        assert policy_drift(lists_for(), binary, registered) == [
+            "binary_cross_entropy: listed banned; its AutocastCUDA kernel, run on CPU tensors, runs"
+        ]
+    finally:
+        cuda_autocast._destroy(library)
+    assert policy_drift(lists_for(), binary, registered) == []
+    assert not torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.AutocastCUDA)
+    assert torch.nn.functional.binary_cross_entropy(torch.rand(2), torch.rand(2)).dtype == torch.float32
+
+
+def test_cudnn_rnn_is_checked_by_the_file_that_registers_its_kernel(binary, registered):
+    """_cudnn_rnn's kernel is a plain function of cudnn/AutocastRNN.cpp, which casts to float16: moved to fp32 it is
+    reported, and so is a dispatcher that names another file for it."""
+    assert policy_drift(_moved("_cudnn_rnn", "fp32"), binary, registered) == [
+        "_cudnn_rnn: listed fp32; its AutocastCUDA kernel is aten/src/ATen/cudnn/AutocastRNN.cpp's, which casts to "
+        "float16 (lower_precision_fp)"
+    ]
+    elsewhere = {**registered, "_cudnn_rnn": ("aten/src/ATen/autocast_mode.cpp", 253)}
+    assert policy_drift(lists_for(), binary, elsewhere) == [
+        "_cudnn_rnn: listed lower_precision_fp; its AutocastCUDA kernel is registered by "
+        "aten/src/ATen/autocast_mode.cpp, not by aten/src/ATen/cudnn/AutocastRNN.cpp, whose float16 casts are all "
+        "this check knows of it"
+    ]
+
+
+# torch 2.1.2's names of two wrappers: bmm's (CastPolicy 0, DeviceType 1) and norm.ScalarOpt_dim's (fp32_append_dtype:
+# it points at at::norm and the signature it redispatches to, with a dtype)
+_BMM = (
+    b"_ZN2at8autocast13WrapFunction_ILNS0_10CastPolicyE0ELN3c1010DeviceTypeE1EFNS_6TensorERKS5_S7_EXadL_ZNS_4_ops3"
+    b"bmm4callES7_S7_EES5_NS3_4guts8typelist8typelistIJS7_S7_EEEE4callES7_S7_"
+)
+_NORM = (
+    b"_ZN2at8autocast13WrapFunction_ILNS0_10CastPolicyE3ELN3c1010DeviceTypeE1EFNS_6TensorERKS5_RKNS3_8optionalINS3"
+    b"_6ScalarEEENS3_8ArrayRefIlEEbNS3_10ScalarTypeEEXadL_ZNS_4normES7_SC_SE_bSF_EES5_NS3_4guts8typelist8typelist"
+    b"IJS7_SC_SE_bEEEE4callES7_SC_SE_b"
+)
+
+
+def _library(tmp_path, *names: bytes):
+    path = tmp_path / "libtorch_cpu.so"
+    path.write_bytes(b"\0".join([b"", *names, b""]))  # not ELF: the whole file is read
+    return path
+
+
+def test_a_binary_s_wrappers_are_read_by_policy_device_and_op(tmp_path, monkeypatch, registered):
+    """A stand-in library: bmm's wrapper as fp32 and exp's as float16 are read so and fail the committed lists; a
+    CPU instantiation (DeviceType 0) is not CUDA's; a wrapper of no op of this binary, or an at::norm whose
+    redispatch overload `_APPEND_DTYPE` does not name, or whose signature this module cannot read, is reported as
+    not named rather than skipped; a library without any is refused."""
+    mutant = _library(tmp_path, _BMM.replace(b"CastPolicyE0", b"CastPolicyE1"), _BMM.replace(b"3bmm", b"3exp"),
+                      _BMM.replace(b"3bmm", b"2mm").replace(b"DeviceTypeE1", b"DeviceTypeE0"), _NORM)  # fmt: skip
+    found = policies_from_binary(mutant)
+    assert found.instantiations == 3 and found.undecoded == ()
+    assert found.policies == {"bmm": "fp32", "exp": "lower_precision_fp", "norm.ScalarOpt_dim": "fp32_append_dtype"}
+    problems = policy_drift(lists_for(), found, registered)
+    assert "bmm: listed lower_precision_fp, the binary's CUDA wrapper is fp32" in problems
+    assert "exp: listed fp32, the binary's CUDA wrapper is lower_precision_fp" in problems
+    assert not any(problem.startswith("norm.ScalarOpt_dim:") for problem in problems)
+    unnamed = _library(tmp_path, _BMM.replace(b"3bmm", b"9not_an_op"), _NORM.replace(b"ArrayRefIlE", b"ArrayRefIdE"))
+    assert [problem.split("...: ")[1] for problem in policies_from_binary(unnamed).undecoded] == [
+        "at::_ops::not_an_op names 0 ops of this binary: []",
+        "at::norm's signature has a type this module does not read at NS3_8ArrayRefIdEEbNS3_10ScalarTypeE",
+    ]
+    monkeypatch.delitem(cuda_autocast._APPEND_DTYPE, "norm.ScalarOpt_dim")
+    assert (
+        policies_from_binary(_library(tmp_path, _NORM))
+        .undecoded[0]
+        .endswith(
+            "redispatches to norm.ScalarOpt_dim_dtype, which no fp32_append_dtype overload of this module appends to"
+        )
+    )
+    with pytest.raises(ValueError, match="holds no CUDA autocast wrapper's name"):
+        policies_from_binary(_library(tmp_path, b"_ZN2at6native3bmmERKNS_6TensorES3_"))
 
 
 def test_every_committed_file_reads_and_names_only_known_policies():

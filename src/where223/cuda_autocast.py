@@ -16,8 +16,13 @@ applies one torch release's CUDA lists to CPU tensors, at the dispatcher level w
 
 The lists are data, one file per release in `autocast_lists/` with each op's policy and its source file and line
 (`lists_for`); `lists_from_binary` reads the running release's own header and dispatcher (torch 2.4 and later ship
-the lists in `ATen/autocast_mode.h`), which is what the GPU comparison script uses on a CUDA machine. Imports only
-torch and the standard library: `benchmarks/bench_variants_gpu.py` copies this file into its bundle.
+the lists in `ATen/autocast_mode.h`), which is what the GPU comparison script uses on a CUDA machine. Two checks hold
+a committed copy to the binary it names, without a GPU: `drift`, which ops the dispatcher registers for AutocastCUDA
+and at which block line, and `policy_drift`, each op's policy, from the binary's own wrappers
+(`policies_from_binary`: the `CastPolicy` of every CUDA `WrapFunction_` instantiation named in libtorch_cpu.so's
+symbol strings; the two ops registered without one are checked otherwise, `binary_cross_entropy` by running its
+AutocastCUDA kernel, which must refuse as banned, and `_cudnn_rnn` by the file the dispatcher names for its kernel).
+Imports only torch and the standard library: `benchmarks/bench_variants_gpu.py` copies this file into its bundle.
 
 Inside a region where model code turns CUDA autocast off (`torch.cuda.amp.autocast(enabled=False)`, as GPT-2's
 upcast attention does) the emulated kernels cast nothing, as CUDA's do there.
@@ -33,7 +38,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import re
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +51,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 __all__ = [
-    "POLICIES", "CudaAutocastLists", "drift", "emulate_cuda_autocast", "lists_for", "lists_from_binary",
-    "registered_cuda_autocast_ops", "releases",
+    "POLICIES", "BinaryPolicies", "CudaAutocastLists", "drift", "emulate_cuda_autocast", "lists_for",
+    "lists_from_binary", "policies_from_binary", "policy_drift", "registered_cuda_autocast_ops", "releases",
 ]  # fmt: skip
 
 LISTS_DIR = Path(__file__).with_name("autocast_lists")
@@ -178,6 +185,247 @@ def drift(lists: CudaAutocastLists, registered: Mapping[str, tuple[str, int]] | 
         if lists.registered_at.get(file) != line:
             problems.append(f"{op}: registered at {file}:{line}, the lists cite {lists.registered_at}")
     return problems
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Each op's policy as the binary's own wrappers give it, independently of where it is registered.
+
+# One instantiation of autocast_mode.h's `WrapFunction_<CastPolicy, DeviceType, Redispatch, F, Ret, Args>` per wrapped
+# op and device, kept by name in the library's symbol strings: the policy and device as integers, then the rest.
+_WRAPPER = re.compile(rb"_ZN2at8autocast13WrapFunction_ILNS0_10CastPolicyE(\d+)ELN3c1010DeviceTypeE(\d+)E([\w$.]+)")
+_LENGTH = re.compile(rb"\d+")
+# The argument types of an `at::` function's signature as mangled right after that fixed prefix (S3_ is c10, S5_
+# at::Tensor once the signature's return type has named it) -> the type as the op's schema prints it. Only the
+# fp32_append_dtype wrappers point at an `at::` function (`at::norm`) rather than at an `at::_ops::<op>::call`.
+_MANGLED_TYPES = {
+    b"RKS5_": "Tensor",
+    b"RKNS3_6ScalarE": "Scalar",
+    b"RKNS3_8optionalINS3_6ScalarEEE": "Scalar?",  # c10::optional (torch 2.1)
+    b"RKSt8optionalINS3_6ScalarEE": "Scalar?",  # std::optional (torch 2.14)
+    b"NS3_8ArrayRefIlEE": "int[]",
+    b"NS3_8ArrayRefINS_7DimnameEEE": "str[]",  # Dimname[]: the schema's text prints it str[]
+    b"b": "bool",
+    b"NS3_10ScalarTypeE": "ScalarType",
+}
+_CUDNN_RNN_FILE = "aten/src/ATen/cudnn/AutocastRNN.cpp"
+_UNSAFE = "unsafe to autocast"
+
+
+@dataclass(frozen=True)
+class BinaryPolicies:
+    """Each op's CUDA autocast policy as a binary's wrapper instantiations give it (`policies_from_binary`)."""
+
+    library: str
+    instantiations: int  # distinct CUDA WrapFunction_ instantiations in its symbol strings
+    policies: Mapping[str, str]  # op (`name.overload`) -> policy
+    undecoded: tuple[str, ...] = ()  # instantiations whose op could not be named (or named twice), and why
+
+
+def policies_from_binary(library: Path | None = None) -> BinaryPolicies:
+    """Each op's CUDA autocast policy read from the installed torch's `libtorch_cpu.so` (or `library`), where every
+    wrapper `autocast_mode.cpp` registers keeps its template instantiation's mangled name: the `CastPolicy` and
+    `DeviceType` as integers (named from the release's `autocast_mode.h` enum and the binary's `c10::DeviceType`
+    binding), and the function it wraps, `at::_ops::<op>::call` (`<op>` is `name_overload`, named back to the
+    dispatcher's one op of that spelling) or, for fp32_append_dtype, the `at::` function it redispatches to with a
+    dtype: that overload is found by its signature's argument types among the function's schemas and named back to
+    the overload registered (`_APPEND_DTYPE`). One pass of a regular expression over the mapped file's string
+    tables (its symbol names: about a sixth of the file).
+
+    Ops registered without such a wrapper are not here; `policy_drift` says how each is checked. ValueError where
+    the file is missing or holds no CUDA wrapper (a stripped library)."""
+    library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so" if library is None else Path(library)
+    if not library.is_file():
+        raise ValueError(f"no {library}")
+    with library.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        found = {match.group(0) for start, end in _string_tables(view) for match in _WRAPPER.finditer(view, start, end)}
+    policy_names = _cast_policies()
+    cuda = int(torch._C._autograd.DeviceType.CUDA)  # c10::DeviceType, as the binary binds it
+    structs: dict[str, list[str]] = {}
+    for name in torch._C._dispatch_get_all_op_names():
+        if name.startswith("aten::"):
+            structs.setdefault(_short(name).replace(".", "_"), []).append(_short(name))
+    policies: dict[str, str] = {}
+    undecoded: list[str] = []
+    count = 0
+    for mangled in sorted(found):
+        match = _WRAPPER.match(mangled)
+        if int(match.group(2)) != cuda:
+            continue
+        count += 1
+        policy = policy_names.get(int(match.group(1)), f"CastPolicy {match.group(1).decode()}")
+        try:
+            op = _wrapped_op(match.group(3), structs)
+        except ValueError as error:
+            undecoded.append(f"{mangled[:160].decode()}...: {error}")
+            continue
+        if policies.setdefault(op, policy) != policy:
+            undecoded.append(f"{op}: two CUDA wrappers, {policies[op]} and {policy}")
+    if not count:
+        raise ValueError(f"{library} holds no CUDA autocast wrapper's name (a stripped library?)")
+    return BinaryPolicies(str(library), count, policies, tuple(undecoded))
+
+
+def _string_tables(view: Any) -> list[tuple[int, int]]:
+    """Where an ELF64 little-endian file keeps its string tables (SHT_STRTAB sections: the symbol names, about a sixth
+    of libtorch_cpu.so), as (start, end); the whole file where it is no such file or lists none."""
+    if view[:6] != b"\x7fELF\x02\x01":
+        return [(0, len(view))]
+    (table,) = struct.unpack_from("<Q", view, 0x28)
+    size, count = struct.unpack_from("<HH", view, 0x3A)
+    ranges = []
+    for index in range(count):
+        kind, _, _, offset, length = struct.unpack_from("<IQQQQ", view, table + index * size + 4)
+        if kind == 3:  # SHT_STRTAB
+            ranges.append((offset, offset + length))
+    return ranges or [(0, len(view))]
+
+
+def _cast_policies() -> dict[int, str]:
+    """`at::autocast::CastPolicy`'s values -> names, from the installed release's `autocast_mode.h`."""
+    header = Path(torch.__file__).parent / "include" / "ATen" / "autocast_mode.h"
+    body = re.search(r"enum class CastPolicy\b[^{]*\{(.*?)\};", header.read_text() if header.is_file() else "", re.S)
+    if body is None:
+        raise ValueError(f"torch {torch.__version__} ships no {header.name} declaring CastPolicy")
+    names: dict[int, str] = {}
+    value = -1
+    for item in re.sub(r"//[^\n]*", "", body.group(1)).split(","):
+        enumerator = re.fullmatch(r"\s*(\w+)\s*(?:=\s*(\d+))?\s*", item)
+        if enumerator is None:
+            continue
+        value = int(enumerator.group(2)) if enumerator.group(2) else value + 1
+        names[value] = enumerator.group(1)
+    return names
+
+
+def _wrapped_op(tail: bytes, structs: Mapping[str, list[str]]) -> str:
+    """The op a wrapper's template arguments (after the policy and device) wrap; ValueError saying why not."""
+    start = tail.find(b"XadL_ZNS_")  # the function pointer: &at::...
+    if start < 0:
+        raise ValueError("no at:: function pointer among its template arguments")
+    parts, position = [], start + len(b"XadL_ZNS_")
+    while (length := _LENGTH.match(tail, position)) is not None:
+        position = length.end() + int(length.group(0))
+        parts.append(tail[length.end():position].decode())
+    if len(parts) == 3 and parts[0] == "_ops" and parts[2] == "call":
+        named = structs.get(parts[1], [])
+        if len(named) != 1:
+            raise ValueError(f"at::_ops::{parts[1]} names {len(named)} ops of this binary: {named}")
+        return named[0]
+    if len(parts) != 1:
+        raise ValueError(f"points at at::{'::'.join(parts)}, neither at::_ops::<op>::call nor an at:: function")
+    target = _overload_by_signature(parts[0], tail[:start])
+    registered = [op for op, redispatched in _APPEND_DTYPE.items() if redispatched == target]
+    if len(registered) != 1:
+        raise ValueError(f"redispatches to {target}, which no fp32_append_dtype overload of this module appends to")
+    return registered[0]
+
+
+def _overload_by_signature(function: str, signature: bytes) -> str:
+    """The one overload of `aten::<function>` whose schema's argument types the mangled `signature` spells."""
+    body = re.fullmatch(rb"FNS_6TensorE(\w+)E", signature)
+    types, position = [], 0
+    while body is not None and position < len(body.group(1)):
+        token = next((token for token in _MANGLED_TYPES if body.group(1).startswith(token, position)), None)
+        if token is None:
+            raise ValueError(f"at::{function}'s signature has a type this module does not read at "
+                             f"{body.group(1)[position:position + 40].decode()}")
+        types.append(_MANGLED_TYPES[token])
+        position += len(token)
+    if body is None:
+        raise ValueError(f"at::{function}'s signature {signature[:80].decode()} does not return one Tensor")
+    try:
+        packet = getattr(torch.ops.aten, function)
+    except (AttributeError, RuntimeError):
+        raise ValueError(f"this binary has no op aten::{function}") from None
+    matching = [f"{function}.{overload}" for overload in packet.overloads()
+                if _schema_types(getattr(packet, overload)._schema) == types]  # fmt: skip
+    if len(matching) != 1:
+        raise ValueError(f"at::{function}({', '.join(types)}) matches {len(matching)} overloads: {matching}")
+    return matching[0].removesuffix(".default")
+
+
+def _schema_types(schema: Any) -> list[str]:
+    """An op's argument types as its schema's text prints them, list sizes dropped (`int[1]` -> `int[]`)."""
+    text = str(schema).partition("(")[2]  # after the op's name
+    types = []
+    for argument in schema.arguments:
+        match = re.search(rf"(\S+) {re.escape(argument.name)}(?=[=,)])", text)
+        types.append(re.sub(r"\[\d+\]", "[]", match.group(1)) if match else "?")
+    return types
+
+
+def policy_drift(lists: CudaAutocastLists, binary: BinaryPolicies | None = None,
+                 registered: Mapping[str, tuple[str, int]] | None = None) -> list[str]:  # fmt: skip
+    """How each op's policy in `lists` differs from the one the binary gives it (default: the installed binary):
+
+    - an op with a CUDA `WrapFunction_` instantiation: its policy must be the instantiation's `CastPolicy`; a
+      wrapper whose op is not listed, or that could not be named, is reported too;
+    - `binary_cross_entropy` (banned; its kernel is a plain function, no template): its AutocastCUDA kernel is run
+      on CPU tensors, the AutocastCUDA key forced into this thread's dispatch, and must refuse as unsafe to autocast;
+    - `_cudnn_rnn` (its kernel, `_cudnn_rnn_cast_reflatten`, is a plain function in libtorch_cuda.so): the
+      dispatcher (`registered`, default the installed binary's) must name cudnn/AutocastRNN.cpp as its registering
+      file, whose one kernel casts input, weights and states to float16 (torch's source): lower_precision_fp;
+    - any other op without a wrapper is reported: nothing here could check its policy.
+
+    Empty when every listed op's policy is the binary's."""
+    binary = policies_from_binary() if binary is None else binary
+    problems = [f"CUDA autocast wrapper not named: {text}" for text in binary.undecoded]
+    for op, (policy, _) in sorted(lists.ops.items()):
+        found = binary.policies.get(op)
+        if found is not None:
+            if found != policy:
+                problems.append(f"{op}: listed {policy}, the binary's CUDA wrapper is {found}")
+        elif op == "binary_cross_entropy":
+            problems += _banned_problems(op, policy)
+        elif op == "_cudnn_rnn":
+            registered = registered_cuda_autocast_ops() if registered is None else registered
+            file = registered.get(op, ("not registered", 0))[0]
+            if file != _CUDNN_RNN_FILE:
+                problems.append(f"{op}: listed {policy}; its AutocastCUDA kernel is registered by {file}, not by "
+                                f"{_CUDNN_RNN_FILE}, whose float16 casts are all this check knows of it")
+            elif policy != "lower_precision_fp":
+                problems.append(f"{op}: listed {policy}; its AutocastCUDA kernel is {file}'s, which casts to float16 "
+                                "(lower_precision_fp)")
+        else:
+            problems.append(f"{op}: listed {policy}, the binary has no CUDA autocast wrapper for it and nothing "
+                            "else here checks its policy")
+    problems += [f"{op}: the binary's CUDA wrapper is {policy}, not listed"
+                 for op, policy in sorted(binary.policies.items()) if op not in lists.ops]  # fmt: skip
+    return problems
+
+
+def _banned_problems(op: str, policy: str) -> list[str]:
+    """binary_cross_entropy's AutocastCUDA kernel, run on CPU tensors: listed banned, it must refuse them as unsafe
+    to autocast; listed anything else, nothing here reads its policy."""
+    refusal = _refusal_under_cuda_autocast(lambda: torch.ops.aten.binary_cross_entropy(torch.rand(2), torch.rand(2)))
+    if refusal is None:
+        found = "runs"
+    elif _UNSAFE in refusal:
+        found = "refuses it as unsafe to autocast (banned)"
+        if policy == "banned":
+            return []
+    else:
+        found = f"fails otherwise ({refusal.splitlines()[0][:120]})"
+    return [f"{op}: listed {policy}; its AutocastCUDA kernel, run on CPU tensors, {found}"]
+
+
+def _refusal_under_cuda_autocast(call) -> str | None:
+    """Run `call` with the AutocastCUDA key forced into this thread's dispatch (CPU tensors never carry it, and CUDA
+    autocast's kernels leave CPU tensors uncast): the error it raised, or None when it ran."""
+    key = torch._C.DispatchKey.AutocastCUDA
+    included = torch._C._dispatch_tls_is_dispatch_key_included(key)
+    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded(key)
+    torch._C._dispatch_tls_set_dispatch_key_included(key, True)
+    torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
+    try:
+        with _below_autocast():  # CPU autocast's kernels (or the emulation's) stay out of it
+            call()
+    except RuntimeError as error:
+        return str(error)
+    finally:
+        torch._C._dispatch_tls_set_dispatch_key_included(key, included)
+        torch._C._dispatch_tls_set_dispatch_key_excluded(key, excluded)
+    return None
 
 
 def lists_from_binary() -> CudaAutocastLists:
