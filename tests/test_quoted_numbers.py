@@ -13,6 +13,11 @@ document, unique in it, that holds the number):
   number; each must exist and the number must appear in one of them;
 - `exempt`: why the number needs no source (a release name, a line of someone else's file, a port).
 
+Records that `make run` rewrites (every file a run's manifest under `outputs/manifests/` lists: executed notebooks,
+the fix's verification, the variant study) are read as committed (git HEAD), every other record from the working
+tree: a local `make run`, slower or on another machine, changes their timings, and README's quotes are of the
+committed run, so `make run` then `make test` (README's order) passes. Outside a git checkout, the working tree.
+
 A number is a run of digits (with `,` thousands and a decimal part or exponent) standing alone: not inside a code
 span or block (commands, names, node names are quoted text, not measurements), not part of a word (`bf16`,
 `H200`, `GPT-2`) and not a three-part version (`4.25.1`). Every number must be covered by an entry's quote, and
@@ -24,6 +29,7 @@ from __future__ import annotations
 import glob
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +78,49 @@ def _field(data: Any, path: str) -> list[Any]:
 REDUCE = {"sum": sum, "len": len, "max": max, "min": min}
 
 
-def recorded(entry: dict[str, Any], root: Path) -> str:
-    """The text a record entry says its number must read, from the records under `root`."""
+def _git(root: Path, *args: str) -> bytes | None:
+    """What git prints for `args` in the checkout at `root` (None when it fails, e.g. outside a checkout), with
+    repository-configured commands switched off."""
+    done = subprocess.run(["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-pager",
+                           "-C", str(root), *args], capture_output=True, check=False)
+    return done.stdout if done.returncode == 0 else None
+
+
+def _committed(root: Path, relative: str) -> bytes | None:
+    """The bytes of `relative` (from `root`) at git HEAD, None when it is not committed there."""
+    return _git(root, "cat-file", "blob", f"HEAD:./{relative}")
+
+
+class Records:
+    """Where a record entry's files are read: the working tree under `root`, but the files `make run` rewrites as
+    committed (HEAD) when `committed` (see the module's docstring)."""
+
+    def __init__(self, root: Path, committed: bool = True) -> None:
+        self.root = root
+        self.rewritten: set[str] = set()  # paths under root that a run's manifest lists, read at HEAD
+        listing = _git(root, "ls-tree", "-z", "--name-only", "HEAD", "--", "outputs/manifests/") if committed else None
+        for name in filter(None, (listing or b"").decode().split("\0")):
+            self.rewritten.add(name)
+            manifest = json.loads(_committed(root, name) or b"{}")
+            self.rewritten.update(f"outputs/{file}" for file in manifest.get("files", []))
+
+    def read(self, path: str) -> Any:
+        relative = Path(path).relative_to(self.root).as_posix()
+        if relative in self.rewritten:
+            data = _committed(self.root, relative)
+            if data is not None:
+                return json.loads(data)
+        return json.loads(Path(path).read_text())
+
+
+def recorded(entry: dict[str, Any], root: Path, records: Records | None = None) -> str:
+    """The text a record entry says its number must read, from the records under `root` (as `records` reads them:
+    by default straight from the working tree)."""
+    read = records.read if records is not None else (lambda path: json.loads(Path(path).read_text()))
     paths = sorted(glob.glob(str(root / entry["record"])))
     if not paths:
         raise LookupError(f"no record matches {entry['record']}")
-    values = [value for path in paths for value in _field(json.loads(Path(path).read_text()), entry["field"])]
+    values = [value for path in paths for value in _field(read(path), entry["field"])]
     if "pattern" in entry:  # a number inside recorded text: the pattern's first group
         values = [match.group(1) for value in values if (match := re.search(entry["pattern"], str(value)))]
     if len(values) == 1 and isinstance(values[0], list):  # a list field: its items
@@ -92,7 +135,7 @@ def recorded(entry: dict[str, Any], root: Path) -> str:
     else:
         raise LookupError(f"{entry['field']} of {entry['record']} gives {len(values)} values and no reduce")
     if "minus" in entry:  # a span between two recorded instants
-        (subtrahend,) = _field(json.loads(Path(paths[0]).read_text()), entry["minus"])
+        (subtrahend,) = _field(read(paths[0]), entry["minus"])
         value = value - subtrahend
     if "divide" in entry:
         value = value / entry["divide"]
@@ -125,8 +168,11 @@ def _test_source(root: Path, test: str) -> str | None:
     return match.group() if match else None
 
 
-def problems(name: str, text: str, entries: list[dict[str, Any]], root: Path = ROOT) -> list[str]:
-    """What is wrong with the numbers of document `name` against its entries; empty when every number is sourced."""
+def problems(name: str, text: str, entries: list[dict[str, Any]], root: Path = ROOT, committed: bool = True
+             ) -> list[str]:
+    """What is wrong with the numbers of document `name` against its entries; empty when every number is sourced.
+    `committed`: the records `make run` rewrites are read at HEAD (else all from the working tree)."""
+    records = Records(root, committed)
     found: list[str] = []
     covered: set[int] = set()
     original = text
@@ -149,7 +195,7 @@ def problems(name: str, text: str, entries: list[dict[str, Any]], root: Path = R
             continue
         if "record" in entry:
             try:
-                expected = recorded(entry, root)
+                expected = recorded(entry, root, records)
             except (LookupError, KeyError, IndexError, TypeError, ValueError, json.JSONDecodeError) as error:
                 found.append(f"{name}: {quote!r}: {entry['record']} {entry.get('field')}: {error!r}")
                 continue
@@ -258,3 +304,31 @@ def test_a_field_selects_by_name_and_refuses_an_ambiguous_one(tmp_path: Path):
     (tmp_path / "r.json").write_text(json.dumps(record))
     with pytest.raises(LookupError, match="exactly one"):
         recorded(entry, tmp_path)
+
+
+def _committed_copy(tmp_path: Path) -> Path:
+    """A checkout whose committed run published notebook 04 (its papermill duration 120 s) and whose README quotes it;
+    its working tree then holds a slower rerun's notebook (300 s), as `make run` on a busier machine leaves it."""
+    root = tmp_path / "checkout"
+    notebook = root / "outputs" / "notebooks" / "04_variants.ipynb"
+    notebook.parent.mkdir(parents=True)
+    (root / "outputs" / "manifests").mkdir()
+    (root / "outputs" / "manifests" / "04_variants.json").write_text(
+        json.dumps({"run": "04_variants", "files": ["notebooks/04_variants.ipynb"]}))
+    notebook.write_text(json.dumps({"metadata": {"papermill": {"duration": 120.0}}}))
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    notebook.write_text(json.dumps({"metadata": {"papermill": {"duration": 300.0}}}))
+    return root
+
+
+RUN_ENTRY = [{"quote": "took 2.0 min", "record": "outputs/notebooks/*.ipynb", "field": "metadata.papermill.duration",
+              "reduce": "sum", "divide": 60, "format": ".1f"}]
+
+
+def test_a_local_make_run_leaves_the_quotes_of_the_committed_run_true(tmp_path: Path):
+    root = _committed_copy(tmp_path)
+    assert problems("README", "The variants took 2.0 min.\n", RUN_ENTRY, root) == []
+    # control: the same copy read from its working tree fails, as the check did before it read HEAD
+    found = problems("README", "The variants took 2.0 min.\n", RUN_ENTRY, root, committed=False)
+    assert any("the record says 5.0" in line for line in found), found

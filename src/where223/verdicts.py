@@ -6,7 +6,10 @@ PASS = "pass"
 FAIL = "fail"
 INFO = "info"  # measured and shown, judged against nothing
 NOT_MEASURED = "not measured"  # always with the reason it could not be measured; never counted as a pass
-VERDICTS: tuple[str, ...] = (PASS, FAIL, INFO, NOT_MEASURED)
+# measured, but the comparison could not have failed: its reference does not distinguish (constant or all-zero
+# reference outputs) or its negative control did not fail; always with that reason; never counted as a pass
+NOT_JUDGED = "not judged"
+VERDICTS: tuple[str, ...] = (PASS, FAIL, INFO, NOT_MEASURED, NOT_JUDGED)
 
 
 def verdict(ok: bool) -> str:
