@@ -22,7 +22,8 @@ def problems(tmp_path: Path, text: str) -> list[str]:
     with pytest.raises(PlanError) as caught:
         load_plan(plan_file(tmp_path, text))
     assert str(caught.value).splitlines() == caught.value.problems  # one line per problem
-    return [problem.removeprefix(f"{tmp_path / 'plan.yaml'}: ") for problem in caught.value.problems]
+    path = tmp_path / "plan.yaml"  # each names the file (and the line, where the YAML reader finds the problem)
+    return [problem.removeprefix(f"{path}: ").replace(f"{path}:", "line ") for problem in caught.value.problems]
 
 
 def test_the_committed_plan_passes_every_check():
@@ -49,11 +50,25 @@ def test_a_value_of_the_wrong_type_is_refused_against_the_notebooks_default(tmp_
     ]  # an int where a float is declared (loss_tolerance: 1) is a float
 
 
-def test_every_problem_of_a_plan_is_listed(tmp_path: Path):
+def test_every_unknown_key_of_a_plan_is_listed_where_it_appears(tmp_path: Path):
+    """By the YAML reader, against the plan's schema, before the entries are checked."""
     found = problems(tmp_path, """run: []
 runs:
   - notebook: 01_reproduce
     parameter: {path: ortmodule}
+  - notebook: 99_nothing
+    parameters: {any: {name: 1}}
+""")
+    assert found == [
+        "line 1: unknown key 'run'; did you mean runs?",
+        "line 4: unknown key 'parameter' in runs[0]; did you mean parameters?",
+    ]  # a parameter's own value may be a mapping of any keys: the notebook's checks judge it
+
+
+def test_every_problem_of_a_plan_is_listed(tmp_path: Path):
+    found = problems(tmp_path, """runs:
+  - notebook: 01_reproduce
+    parameters: {pathh: ortmodule}
   - notebook: 99_nothing
   - notebook: 02_grahp
   - notebook: 02_graph
@@ -65,8 +80,7 @@ runs:
   - notebook: 04_variants
 """)
     assert found == [
-        "unknown key 'run'; did you mean runs?",
-        "runs[0]: unknown key 'parameter'; did you mean parameters?",
+        "runs[0] 01_reproduce: pathh: not a parameter of 01_reproduce; did you mean path?",
         f"runs[1]: notebook '99_nothing' does not exist; known: {', '.join(NOTEBOOK_NAMES)}",
         "runs[2]: notebook '02_grahp' does not exist; did you mean 02_graph?",
         "runs[3]: 'parameters' must be a mapping of names to values, not list",
@@ -83,7 +97,8 @@ runs:
         ("runs: []\n", "'runs' must be a non-empty list of {notebook, parameters} entries"),
         ("runs:\n", "'runs' must be a non-empty list of {notebook, parameters} entries"),
         ("runs: {notebook: 01_reproduce}\n", "'runs' must be a non-empty list of {notebook, parameters} entries"),
-        ("runs:\n  - notebook: 01_reproduce\n   parameters: {}\n", "not valid YAML at line 3"),
+        ("runs:\n  - notebook: 01_reproduce\n   parameters: {}\n",
+         "line 3: not valid YAML: expected <block end>, but found '<block mapping start>'"),
     ],
 )
 def test_an_empty_or_malformed_plan_is_refused(tmp_path: Path, text: str, problem: str):

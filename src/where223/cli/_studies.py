@@ -133,25 +133,17 @@ class Sweep(Command):
 
     @staticmethod
     def plan(space_path: Path) -> int:
-        """Write a space's listed cells from its planner (the space names `planner:` and `cells: "@FILE"`)."""
+        """Write a space's listed cells from its planner (the space names `planner:` and `cells: "@FILE"`, a file
+        inside spaces/ that no link leads to: `where223.sweep.space.plan_target`)."""
         import importlib
 
-        import yaml
+        from where223.files import write_atomic
+        from where223.sweep.space import plan_target
 
-        from where223.errors import UsageError
-        from where223.pipeline.paths import ROOT
-
-        try:
-            data = yaml.safe_load(Path(space_path).read_text())
-            planner, cells = data["planner"], data["cells"]
-        except (OSError, yaml.YAMLError, KeyError, TypeError) as error:
-            raise UsageError(f"{space_path}: no planner and listed cells ({type(error).__name__}: {error})") from None
-        if not (isinstance(cells, str) and cells.startswith("@")):
-            raise UsageError(f"{space_path}: `cells` is not @FILE, so there is no file to plan")
-        lines = importlib.import_module(str(planner)).plan(list(data.get("stacks") or []))
-        target = ROOT / cells[1:]
+        planner, target, stack_names = plan_target(space_path)
+        lines = importlib.import_module(planner).plan(stack_names)
         header = f"# MODEL RECIPE EXPORTER OPSET, written by `where223 sweep --space {space_path} --plan` ({planner})"
-        target.write_text("\n".join([header, *lines]) + "\n")
+        write_atomic(target, "\n".join([header, *lines]) + "\n")
         say(f"{target}: {len(lines)} cells")
         return 0
 
@@ -229,7 +221,9 @@ class Explain(Command):
     It runs under `--recipe` with `--exporter` in eval mode, in this interpreter or, with `--stack`, in a sweep
     stack's (`today`: torch 2.14.1, transformers 5). Writes record.json, model.onnx and explanation.md under
     `--out` and prints the explanation (`--json`: one line). Exit 0 when ONNX Runtime accepts the types, 1 when
-    it refuses them, 2 for a usage error.
+    it refuses them, and 1 with one line on stderr saying why when the model never reached its verdict (a factory
+    or config that cannot make a model, an export that failed: the record says so), 2 for a usage error (an opset
+    that is not a number, a factory that returns no nn.Module) before anything is exported.
     """
 
     name = "explain"
@@ -258,12 +252,15 @@ class Explain(Command):
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        from where223.errors import Finding
         from where223.study.classes import explain
 
-        opset: int | str = args.opset if args.opset == "auto" else int(args.opset)
         record = explain.explain(
             args.factory, inputs=args.inputs, model_type=args.model_type, config=dict(args.config),
-            recipe=args.recipe, exporter=args.exporter, opset=opset, out=args.out, stack=args.stack,
+            recipe=args.recipe, exporter=args.exporter, opset=args.opset, out=args.out, stack=args.stack,
         )  # fmt: skip
         say(explain.summary_json(record) if args.json else explain.report(record))
+        why = explain.stopped(record)
+        if why is not None:  # the tool worked and found the model cannot be judged: a finding, exit 1
+            raise Finding(f"{why} (record: {args.out / 'record.json'})")
         return 1 if record.get("outcome") in explain.REFUSED else 0

@@ -5,32 +5,32 @@ checked (schema, the notebook's declared parameter names and types) before anyth
 parameters and runs in a staging folder (see pipeline.publish): only a copy that completes, its own final checks
 included, publishes its records, the executed notebook and its HTML (inputs hidden) into outputs/; a failed copy's
 files, traceback included, are kept under outputs/failed/ and the published outputs stay byte for byte as they were.
+An interrupt (Ctrl-C, SIGTERM) does the same, and stops the notebook's kernel at once, quietly (`notebook_kernel`).
 One `where223 run` at a time writes into a tree.
 """
 
 from __future__ import annotations
 
-import difflib
+import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from where223 import markdown
 from where223.errors import Finding, UsageError
 from where223.files import write_atomic
-from where223.pipeline import portable
+from where223.pipeline import portable, yamlfile
 from where223.pipeline.paths import KERNEL_NAME, NOTEBOOKS, OUTPUTS, ROOT, slug
 from where223.pipeline.publish import PublishError, failed_dir, outputs_lock, staged
 
 DEFAULT_PLAN = NOTEBOOKS / "plan.yaml"
 EXECUTED = "notebooks"  # the folder of executed copies and their HTML, in an outputs tree
-PLAN_KEYS = frozenset({"runs"})
-RUN_KEYS = frozenset({"notebook", "parameters"})
+# The keys of a plan file, for its reader (`where223.pipeline.yamlfile`): every other key is refused where it appears.
+PLAN_SCHEMA: yamlfile.Schema = {"runs": yamlfile.Items({"notebook": None, "parameters": yamlfile.Names()})}
 PARAMETERS_TABLE_ID = "run-parameters"  # the id of the parameters table the HTML export adds under the title
 
 
@@ -71,11 +71,6 @@ _ACCEPTS: dict[str, Callable[[object], bool]] = {
 }
 
 
-def _suggestion(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
-
-
 def declared_parameters(notebook: str) -> dict[str, dict[str, Any]]:
     """A notebook's parameters as papermill reads its `parameters` cell: name -> inferred type, default, help."""
     from papermill.inspection import inspect_notebook
@@ -91,7 +86,8 @@ def parameter_problems(run: PlannedRun) -> list[str]:
         if name in RUNNER_PARAMETERS:
             problems.append(f"{name}: set by the runner, not by a plan (pass --output-root to move the outputs)")
         elif name not in declared:
-            problems.append(f"{name}: not a parameter of {run.notebook}; {_suggestion(str(name), list(declared))}")
+            hint = yamlfile.suggestion(str(name), list(declared))
+            problems.append(f"{name}: not a parameter of {run.notebook}; {hint}")
         elif not _ACCEPTS.get(declared[name]["inferred_type_name"], lambda _: True)(value):
             expected = declared[name]["inferred_type_name"]
             problems.append(
@@ -108,16 +104,13 @@ def _entry_problems(index: int, entry: object) -> tuple[PlannedRun | None, list[
     where = f"runs[{index}]"
     if not isinstance(entry, dict):
         return None, [f"{where}: must be a mapping with 'notebook' and 'parameters', not {type(entry).__name__}"]
-    problems = [
-        f"{where}: unknown key {key!r}; {_suggestion(key, sorted(RUN_KEYS))}"
-        for key in sorted(map(str, set(entry) - RUN_KEYS))
-    ]
+    problems: list[str] = []
     notebook, parameters = entry.get("notebook"), entry.get("parameters", {})
     known = sorted(path.stem for path in NOTEBOOKS.glob("*.ipynb"))
     if not isinstance(notebook, str) or not notebook:
         problems.append(f"{where}: 'notebook' must be a notebook name such as 01_reproduce")
     elif notebook not in known:
-        problems.append(f"{where}: notebook {notebook!r} does not exist; {_suggestion(notebook, known)}")
+        problems.append(f"{where}: notebook {notebook!r} does not exist; {yamlfile.suggestion(notebook, known)}")
     if not isinstance(parameters, dict):
         problems.append(f"{where}: 'parameters' must be a mapping of names to values, not {type(parameters).__name__}")
     if problems:
@@ -129,8 +122,9 @@ def _entry_problems(index: int, entry: object) -> tuple[PlannedRun | None, list[
 def load_plan(path: str | os.PathLike[str] = DEFAULT_PLAN) -> list[PlannedRun]:
     """Read and check a plan file: `runs:` a non-empty list of `{notebook: 01_reproduce, parameters: {...}}`.
 
-    Every entry is checked against its notebook's declared parameters (names and types) before anything runs.
-    Raises PlanError listing every problem, one line each, each naming the file.
+    The file is read by the one YAML reader (`where223.pipeline.yamlfile`: no aliases, no deep nesting, string
+    keys, no key outside PLAN_SCHEMA); every entry is checked against its notebook's declared parameters (names
+    and types) before anything runs. Raises PlanError listing every problem, one line each, each naming the file.
     """
     plan_path = Path(path)
     if not plan_path.exists():
@@ -138,16 +132,12 @@ def load_plan(path: str | os.PathLike[str] = DEFAULT_PLAN) -> list[PlannedRun]:
     if not plan_path.is_file():
         raise PlanError(f"plan file {plan_path} is not a file")
     try:
-        data = yaml.safe_load(plan_path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise PlanError(f"{plan_path}: not valid YAML{at}") from exc
+        data = yamlfile.read(plan_path, PLAN_SCHEMA)  # no alias, no deep nesting, string keys, no unknown key
+    except yamlfile.YamlFileError as error:
+        raise PlanError(error.problems) from None
     if not isinstance(data, dict):
         raise PlanError(f"{plan_path}: a plan is a mapping with a 'runs' list, not {type(data).__name__}")
-    problems = [
-        f"unknown key {key!r}; {_suggestion(key, sorted(PLAN_KEYS))}" for key in sorted(map(str, set(data) - PLAN_KEYS))
-    ]
+    problems: list[str] = []
     entries = data.get("runs")
     if not isinstance(entries, list) or not entries:
         problems.append("'runs' must be a non-empty list of {notebook, parameters} entries")
@@ -204,12 +194,107 @@ def _root_parameter(root: Path) -> str:
     return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
 
 
-def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_NAME, wait: bool = False) -> Path:
+# The kernel's own log (not the notebook's output): errors only, so that its notices (ipykernel's about its TCP
+# transport on loopback, at every start) stay off the runner's stderr.
+KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)
+# Loggers of the libraries that run a notebook, silenced while an interrupted run stops its kernel.
+_KERNEL_LOGGERS = ("papermill", "nbclient", "jupyter_client", "traitlets", "asyncio")
+
+
+@functools.cache
+def _kernel_manager_class() -> type:
+    from jupyter_client.manager import AsyncKernelManager
+
+    class NotebookKernel(AsyncKernelManager):
+        """jupyter_client's manager, keeping the clients made from it (nbclient's) so that whoever stops the
+        kernel stops their channels too."""
+
+        def client(self, **kwargs: Any) -> Any:
+            made = super().client(**kwargs)
+            self.__dict__.setdefault("made", []).append(made)
+            return made
+
+    return NotebookKernel
+
+
+@contextmanager
+def notebook_kernel(kernel: str = KERNEL_NAME) -> Iterator[Any]:
+    """A kernel manager to hand papermill (`km=`), whose kernel is stopped here rather than by nbclient: gracefully
+    (a shutdown request, time for its exit handlers) when the block ends or raises an error; at once when an
+    interrupt ends it (KeyboardInterrupt, or any BaseException that is not an Exception, such as the command
+    line's SIGTERM), with the loggers of papermill, nbclient and jupyter_client silenced and nbclient's pending
+    tasks cancelled. A graceful shutdown of a kernel interrupted mid-cell races its reply against the closing of
+    its sockets and prints ZMQ tracebacks; a kernel interrupted while starting would be left to notice its
+    parent gone. Either way its channels are closed and its connection file removed."""
+    manager = _kernel_manager_class()(kernel_name=kernel)
+    try:
+        yield manager
+    except Exception:
+        _stop_kernel(manager, at_once=False)
+        raise
+    except BaseException:
+        _stop_kernel(manager, at_once=True)
+        raise
+    _stop_kernel(manager, at_once=False)
+
+
+def _interrupt_told_once(loop: Any, context: dict[str, Any]) -> None:
+    """asyncio's handler of errors nobody awaited, less the interrupt itself (the command line has said it)."""
+    error = context.get("exception")
+    if not (isinstance(error, BaseException) and not isinstance(error, Exception)):
+        loop.default_exception_handler(context)
+
+
+def _stop_kernel(manager: Any, at_once: bool) -> None:
+    import asyncio
+    import logging
+
+    from jupyter_core.utils import ensure_event_loop
+
+    loop = ensure_event_loop()  # this thread's loop: the one nbclient ran the notebook in (jupyter_core's run_sync)
+    quiet = [logging.getLogger(name) for name in _KERNEL_LOGGERS] if at_once else []
+    before = [logger.disabled for logger in quiet]
+    if at_once:  # an interrupt raised inside one of nbclient's tasks stays that task's result, never retrieved
+        loop.set_exception_handler(_interrupt_told_once)
+
+    async def stop() -> None:
+        if at_once:  # what nbclient was awaiting when the interrupt came: cancelled, not left to fail later
+            pending = asyncio.all_tasks(loop) - {asyncio.current_task()}
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        try:
+            if manager.has_kernel:
+                await manager.shutdown_kernel(now=at_once)
+        except RuntimeError:  # no kernel running (it died, or never started)
+            pass
+        finally:
+            await manager.cleanup_resources()
+            for client in manager.__dict__.get("made", []):
+                client.stop_channels()
+
+    for logger in quiet:
+        logger.disabled = True
+    try:
+        loop.run_until_complete(stop())
+    finally:
+        for logger, disabled in zip(quiet, before, strict=True):
+            logger.disabled = disabled
+
+
+def execute(
+    run: PlannedRun,
+    output_root: Path = OUTPUTS,
+    kernel: str = KERNEL_NAME,
+    wait: bool = False,
+    written: Callable[[Path, str], None] = lambda path, unfinished: None,
+) -> Path:
     """Execute one copy with papermill into its staging folder; publish its files only if it completes.
 
     The notebook writes under its staging folder (its `output_root` parameter) and reads other runs' records from
     the published tree (`input_root`, where the notebook declares it). A failure or an interrupt leaves the tree
-    as it was: the staged files, the executed copy with its traceback among them, go to outputs/failed/<copy>/.
+    as it was: the staged files, the executed copy with its traceback among them, go to outputs/failed/<copy>/
+    (on an interrupt, `written` is told that copy, and the kernel is stopped at once: `notebook_kernel`).
     Returns the published executed copy.
     """
     import papermill
@@ -227,23 +312,32 @@ def execute(run: PlannedRun, output_root: Path = OUTPUTS, kernel: str = KERNEL_N
                     parameters["input_root"] = _root_parameter(root)
                 executed = stage / EXECUTED / f"{run.name}.ipynb"
                 executed.parent.mkdir()
-                papermill.execute_notebook(
-                    str(NOTEBOOKS / f"{run.notebook}.ipynb"),
-                    str(executed),
-                    parameters=parameters,
-                    kernel_name=kernel,
-                    cwd=str(NOTEBOOKS),
-                    progress_bar=sys.stderr.isatty(),
-                )
+                with notebook_kernel(kernel) as manager:
+                    papermill.execute_notebook(
+                        str(NOTEBOOKS / f"{run.notebook}.ipynb"),
+                        str(executed),
+                        parameters=parameters,
+                        kernel_name=kernel,
+                        cwd=str(NOTEBOOKS),
+                        progress_bar=sys.stderr.isatty(),
+                        km=manager,
+                        extra_arguments=list(KERNEL_ARGUMENTS),
+                    )
                 portable.rewrite_notebook(executed)
                 export_html(executed)
         except PublishError:
             raise  # the run completed; its files could not be switched in (one line, the tree as it was)
-        except Exception as error:  # an interrupt stays an interrupt
+        except Exception as error:
             kept = failed_dir(run.name, root) / EXECUTED / f"{run.name}.ipynb"
             why = f"{getattr(error, 'ename', type(error).__name__)}: {getattr(error, 'evalue', error)}"
             where = f"executed copy with traceback: {kept}" if kept.is_file() else "no executed copy was written"
             raise NotebookFailedError(f"{run.notebook} failed ({why}); {where}") from error
+        except BaseException:  # an interrupt stays an interrupt; its copy so far is kept
+            kept = failed_dir(run.name, root) / EXECUTED / f"{run.name}.ipynb"
+            if kept.is_file():
+                written(kept, f"{run.notebook} did not finish (its executed copy so far is kept there, nothing of it "
+                        "published)")
+            raise
     return root / EXECUTED / f"{run.name}.ipynb"
 
 
@@ -330,8 +424,11 @@ def run_plan(
     kernel: str = KERNEL_NAME,
     progress: Callable[[str], None] = lambda line: None,
     wait: bool = False,
+    written: Callable[[Path, str], None] = lambda path, unfinished: None,
 ) -> list[Path]:
-    """Execute every planned copy in order, telling `progress` one line per copy before it starts.
+    """Execute every planned copy in order, telling `progress` one line per copy before it starts, and `written`
+    each executed copy published (or kept under failed/ when interrupted) with what an interrupt then leaves
+    undone.
 
     Holds the outputs tree's lock throughout: another writer makes it refuse at once (OutputsBusyError), or
     wait for that writer to finish with `wait`.
@@ -341,5 +438,7 @@ def run_plan(
     with outputs_lock(output_root, wait, progress):
         for index, run in enumerate(plan, start=1):
             progress(f"[{index}/{len(plan)}] {run.name}")
-            done.append(execute(run, output_root, kernel))
+            done.append(execute(run, output_root, kernel, written=written))
+            left = len(plan) - index
+            written(done[-1], f"{left} planned notebook(s) did not run" if left else "every planned notebook ran")
     return done

@@ -4,10 +4,16 @@ A cell is (stack, model, precision recipe, exporter, opset, mode); a space is th
 where `stacks` is a list of stack names or {environments: [...], transformers: [...]} for their product, and
 `models` a list or `@FILE` (one name per line); or, with `cells: @FILE`, the listed (model, recipe, exporter, opset)
 cells in each stack and mode (a plan drawn from earlier records, such as the class study's opset scan).
-Every name is checked before anything runs (`load_space` raises
-UsageError, one line): stacks against `spaces/stacks.yaml`, recipes and exporters against their open registries,
-models against the tiny GPT-2, the engine's controls and the committed model types. `records` is the record path
-under the outputs tree, formatted from the cell's fields and its stack's `torch` and `transformers` versions.
+
+A space is checked before any cell runs (`load_space` raises UsageError, one line): the file by the one YAML
+reader (`where223.pipeline.yamlfile`: no aliases, no deep nesting, string keys, no key outside SPACE_SCHEMA);
+stacks against `spaces/stacks.yaml`, recipes and exporters against their open registries, models against the
+tiny GPT-2, the engine's controls and the committed model types. An `@FILE` list is read only from inside LISTS
+(`spaces/`, links resolved), and a problem in it names its line, never its text. `runner`, `summary` and
+`planner` name modules of where223's own that define what the sweep calls (ROLES), found from their source
+without importing them. `records` is the record path under the outputs tree, a template of the cell's own FIELDS
+(its key and its stack's `torch` and `transformers` versions) that stays inside the tree; `identity` templates
+name the same fields; `timeout_s` is finite and above 0.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import fnmatch
 import hashlib
 import itertools
 import json
+import math
+import re
+import string
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +32,7 @@ from typing import Any
 
 from where223.errors import UsageError
 from where223.outcomes import Outcome
-from where223.pipeline import paths
+from where223.pipeline import paths, yamlfile
 from where223.sweep import controls
 from where223.sweep.exporters import EXPORTERS, MODES
 from where223.sweep.recipes import RECIPES
@@ -31,7 +40,21 @@ from where223.sweep.record import KEY_FIELDS
 from where223.sweep.stacks import Stack, Stacks, load_stacks
 
 SPACES: Path = paths.ROOT / "spaces"
+LISTS: Path = SPACES  # the one folder a space's `@FILE` lists are read from, and `--plan` writes to (links resolved)
+LIST_BYTES = 1024 * 1024  # the committed lists are at most 18 KiB
 GPT2 = "gpt2-tiny"
+TIMEOUT_S = 600.0  # a cell's time limit when its space gives none
+FIELDS = (*KEY_FIELDS, "torch", "transformers")  # what `records` and `identity` templates may name: the cell's own
+ROLES = {"runner": "run_cell", "summary": "summarize", "planner": "plan"}  # what the sweep calls of each module
+MODULE = re.compile(r"where223(\.[A-Za-z_][A-Za-z0-9_]*)+")
+PACKAGE = Path(__file__).resolve().parents[1]  # where223's own modules, the only ones a space may name
+STUDY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a study's folder under the outputs tree
+# The keys of a space file, for its reader (`where223.pipeline.yamlfile`): every other key is refused.
+SPACE_SCHEMA: yamlfile.Schema = {
+    "description": None, "study": None, "records": None, "identity": yamlfile.Names(), "timeout_s": None,
+    "runner": None, "summary": None, "planner": None, "stacks": {"environments": None, "transformers": None},
+    "models": None, "recipes": None, "exporters": None, "opsets": None, "modes": None, "cells": None,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -108,34 +131,99 @@ class Space:
                      self.identity, self.runner, self.summary, self.planner, self.cells_file)
 
 
+def _list_file(value: str, path: Path) -> Path:
+    """The file `@FILE` names (relative to the repository root), links resolved; UsageError (one line) unless it lies
+    inside LISTS."""
+    named = Path(value[1:])
+    lists = LISTS.resolve()
+    resolved = (paths.ROOT / named).resolve()
+    if ".." in named.parts or not resolved.is_relative_to(lists) or resolved == lists:
+        raise UsageError(f"space {path}: {value} is not a file inside {lists} (links resolved): lists are read from "
+                         "there only")
+    return resolved
+
+
+def _lines(value: str, path: Path) -> list[tuple[int, str]]:
+    """The lines of the list file `@FILE` (see _list_file) as (number, text), blanks and `#` comments left out.
+    Problems are one line that names the file and never quotes it."""
+    file = _list_file(value, path)
+    try:
+        if not file.is_file():
+            raise UsageError(f"space {path}: {value} is not a file")
+        with file.open("rb") as handle:
+            raw = handle.read(LIST_BYTES + 1)
+    except OSError as error:
+        raise UsageError(f"space {path}: cannot read {value} ({error.strerror or type(error).__name__})") from None
+    if len(raw) > LIST_BYTES:
+        raise UsageError(f"space {path}: {value} is larger than {LIST_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"space {path}: {value} is not UTF-8 text") from None
+    lines = [(number, line.split("#", 1)[0].strip()) for number, line in enumerate(text.splitlines(), 1)]
+    return [(number, line) for number, line in lines if line]
+
+
+def _check_listed(what: str, name: str, known: Sequence[str] | frozenset[str], where: str) -> None:
+    """A name read from a list file: known, else one line naming the file and line, not the name (the file's
+    contents are never shown)."""
+    if name not in known:
+        shown = ", ".join(sorted(known)) if len(known) < 20 else f"{len(known)} known"
+        raise UsageError(f"{where}: not a known {what} ({shown})")
+
+
 def _names(value: Any, what: str, path: Path) -> list[str]:
-    if isinstance(value, str) and value.startswith("@"):
-        return _listed(paths.ROOT / value[1:])
-    if isinstance(value, (str, int)):
+    """An axis of the space: a name, a list of names, or (`models` only) `@FILE`, one model per line."""
+    if what == "models" and isinstance(value, str) and value.startswith("@"):
+        listed = _lines(value, path)
+        known = known_models()
+        for number, name in listed:
+            _check_listed("model", name, known, f"space {path}: {value} line {number}")
+        if not listed:
+            raise UsageError(f"space {path}: {value} lists no name")
+        return [name for _, name in listed]
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
         return [str(value)]
-    if isinstance(value, list) and value:
+    if isinstance(value, list) and value and all(
+        isinstance(item, (str, int)) and not isinstance(item, bool) for item in value
+    ):
         return [str(item) for item in value]
-    raise UsageError(f"space {path}: `{what}` must be a name, a list of names or @FILE")
+    raise UsageError(f"space {path}: `{what}` must be a name or a list of names{' or @FILE' * (what == 'models')}")
+
+
+def _opset(text: str) -> int | str:
+    return text if text == "auto" else int(text)
 
 
 def _listed_cells(value: Any, path: Path) -> list[tuple[str, str, str, int | str]]:
     """A space's explicit `cells`: `@FILE` of lines `MODEL RECIPE EXPORTER OPSET` (`#` comments), or a list of
-    such strings; each listed cell runs in every stack and mode of the space."""
-    if isinstance(value, str) and value.startswith("@"):
-        lines = (paths.ROOT / value[1:]).read_text().splitlines()
-    elif isinstance(value, list):
-        lines = [str(item) for item in value]
+    such strings; each listed cell runs in every stack and mode of the space. A name in the file is checked here,
+    its problem naming the file's line."""
+    from_file = isinstance(value, str) and value.startswith("@")
+    if from_file:
+        lines = _lines(value, path)
+    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+        lines = [(number, item.split("#", 1)[0].strip()) for number, item in enumerate(value, 1)]
     else:
         raise UsageError(f"space {path}: `cells` must be @FILE or a list of 'MODEL RECIPE EXPORTER OPSET'")
     cells = []
-    for line in lines:
-        text = line.split("#", 1)[0].split()
+    models = known_models()
+    for number, line in lines:
+        text = line.split()
         if not text:
             continue
+        where = f"space {path}: {value} line {number}" if from_file else f"space {path}: cells[{number - 1}]"
         if len(text) != 4:
-            raise UsageError(f"space {path}: cell {line!r} is not 'MODEL RECIPE EXPORTER OPSET'")
+            raise UsageError(f"{where}: not 'MODEL RECIPE EXPORTER OPSET'")
         model, recipe, exporter, opset = text
-        cells.append((model, recipe, exporter, opset if opset == "auto" else int(opset)))
+        if from_file:
+            _check_listed("model", model, models, where)
+            _check_listed("recipe", recipe, frozenset(RECIPES), where)
+            _check_listed("exporter", exporter, frozenset(EXPORTERS), where)
+        try:
+            cells.append((model, recipe, exporter, _opset(opset)))
+        except ValueError:
+            raise UsageError(f"{where}: the opset is neither a number nor auto") from None
     if not cells:
         raise UsageError(f"space {path}: `cells` lists no cell")
     return cells
@@ -159,7 +247,7 @@ def _unknown(what: str, names: Sequence[str], known: Sequence[str] | frozenset[s
 
 
 def _runner(value: Any, models: Sequence[str], path: Path) -> str | None:
-    """The space's `runner`: an importable module (its `run_cell` runs each cell that is not an engine control),
+    """The space's `runner`: a where223 module whose `run_cell` runs each cell that is not an engine control,
     required unless every model is a control. The engine names no study: each space names the code it runs."""
     if value is None:
         if all(model.startswith(controls.PREFIX) for model in models):
@@ -169,32 +257,70 @@ def _runner(value: Any, models: Sequence[str], path: Path) -> str | None:
 
 
 def _module(value: Any, what: str, path: Path) -> str:
-    """`value`, the name of an importable module (found, not imported); UsageError naming the space's `what`."""
+    """`value`, the name of a module of where223's own that defines the function the engine calls for `what`
+    (ROLES), read from its source with `ast`, not imported (finding it imports its parent packages, where223's);
+    UsageError (one line) naming the space's `what`."""
+    import ast
     import importlib.util
 
+    function = ROLES[what]
+    if not (isinstance(value, str) and MODULE.fullmatch(value)):
+        raise UsageError(f"space {path}: {what} {value!r} is not a module of where223 (where223.study.STUDY.MODULE)")
     try:
-        found = importlib.util.find_spec(str(value))
+        found = importlib.util.find_spec(value)
     except (ImportError, ValueError):
         found = None
-    if found is None:
-        raise UsageError(f"space {path}: {what} {value!r} is no importable module")
-    return str(value)
+    origin = Path(found.origin).resolve() if found is not None and found.origin else None
+    if origin is None or origin.suffix != ".py" or not origin.is_relative_to(PACKAGE):
+        raise UsageError(f"space {path}: {what} {value!r} is no importable module of where223")
+    tree = ast.parse(origin.read_text(), str(origin))
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if function not in defined:
+        raise UsageError(f"space {path}: {what} {value!r} defines no {function}(), which the sweep calls")
+    return value
+
+
+def _template(value: Any, what: str, path: Path) -> str:
+    """A `records` or `identity` template: text naming only FIELDS, each as a bare `{field}`."""
+    allowed = ", ".join(f"{{{name}}}" for name in FIELDS)
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"space {path}: {what} must be a template such as 'study/{{model}}.json' ({allowed})")
+    try:
+        parts = list(string.Formatter().parse(value))
+    except ValueError as error:
+        raise UsageError(f"space {path}: {what} {value!r} is not a template: {error}") from None
+    for _, name, spec, conversion in parts:
+        if name is not None and (name not in FIELDS or spec or conversion):
+            raise UsageError(f"space {path}: {what} {value!r} may name only the cell's fields, as {allowed}")
+    return value
+
+
+def _timeout(value: Any, path: Path) -> float:
+    if value is None:
+        return TIMEOUT_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"space {path}: timeout_s must be a finite number of seconds above 0, not {value!r}")
+    return float(value)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    data = yamlfile.read(path, SPACE_SCHEMA)
+    if not isinstance(data, dict):
+        raise UsageError(f"space {path}: not a mapping of study, records, stacks, models, ...")
+    return data
 
 
 def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
-    """Read and check a space file; UsageError (one line) for a missing file or any unknown name."""
-    import yaml
-
+    """Read (`where223.pipeline.yamlfile`, SPACE_SCHEMA) and check a space file before any cell runs: UsageError (one
+    line) for a missing file, an unknown key or name, a list outside LISTS, a module that is not where223's, a
+    template naming more than the cell's fields or leaving the outputs tree, a time limit that is not finite."""
     path = Path(path)
+    data = _read(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise UsageError(f"cannot read the space {path}: {type(error).__name__}: {error}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"space {path}: not a mapping of study, records, stacks, models, ...")
-    try:
-        study, records = str(data["study"]), str(data["records"])
-        timeout_s = float(data.get("timeout_s", 600))
+        study, records = data["study"], _template(data["records"], "records", path)
+        if not (isinstance(study, str) and STUDY.fullmatch(study)):
+            raise UsageError(f"space {path}: study {study!r} is not a folder name (letters, digits, _ . -)")
+        timeout_s = _timeout(data.get("timeout_s"), path)
         listed = _listed_cells(data["cells"], path) if "cells" in data else None
         axes = {
             "stack": _stack_names(data["stacks"], path),
@@ -202,7 +328,7 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
             "recipe": [c[1] for c in listed] if listed else _names(data["recipes"], "recipes", path),
             "exporter": [c[2] for c in listed] if listed else _names(data["exporters"], "exporters", path),
             "opset": [c[3] for c in listed] if listed else [
-                o if o == "auto" else int(o) for o in _names(data.get("opsets", "auto"), "opsets", path)],
+                _opset(o) for o in _names(data.get("opsets", "auto"), "opsets", path)],
             "mode": _names(data.get("modes", "train"), "modes", path),
         }
     except (KeyError, TypeError, ValueError) as error:
@@ -218,11 +344,14 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
                  for (model, recipe, exporter, opset) in listed for mode in axes["mode"]]  # fmt: skip
     else:
         cells = [Cell(*values) for values in itertools.product(*(axes[f] for f in KEY_FIELDS))]
-    identity = {str(k): str(v) for k, v in (data.get("identity") or {}).items()}
+    fields = data.get("identity") or {}
+    if not isinstance(fields, dict):
+        raise UsageError(f"space {path}: identity must be a mapping of record fields to templates")
+    identity = {name: _template(template, f"identity.{name}", path) for name, template in fields.items()}
     runner = _runner(data.get("runner"), axes["model"], path)
     summary = None if data.get("summary") is None else _module(data["summary"], "summary", path)
     planner = None if data.get("planner") is None else _module(data["planner"], "planner", path)
-    cells_file = paths.ROOT / data["cells"][1:] if isinstance(data.get("cells"), str) else None
+    cells_file = _list_file(data["cells"], path) if isinstance(data.get("cells"), str) else None
     space = Space(path.stem, study, records, timeout_s, cells, resolved, str(data.get("description", "")), identity,
                   runner, summary, planner, cells_file)
     paths_seen: dict[Path, Cell] = {}
@@ -232,6 +361,30 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
             raise UsageError(f"space {path}: cells {paths_seen[target].key()} and {cell.key()} share {target}")
         paths_seen[target] = cell
     return space
+
+
+def plan_target(path: str | Path) -> tuple[str, Path, list[str]]:
+    """What `where223 sweep --space FILE --plan` needs of a space: its `planner` (a where223 module defining plan),
+    the file its listed cells go to (`cells: "@FILE"`, inside LISTS, named through no link: the planner's lines are
+    written to it, never through a link) and its stacks; UsageError (one line) for a space without them."""
+    path = Path(path)
+    data = _read(path)
+    if data.get("planner") is None:
+        raise UsageError(f"space {path}: names no `planner`, so nothing plans its cells")
+    planner = _module(data["planner"], "planner", path)
+    cells = data.get("cells")
+    if not (isinstance(cells, str) and cells.startswith("@")):
+        raise UsageError(f"space {path}: `cells` is not @FILE, so there is no file to plan")
+    target = _list_file(cells, path)
+    if paths.ROOT / cells[1:] != target:
+        raise UsageError(f"space {path}: {cells} is reached through a link; --plan writes through none")
+    if target.exists() and not target.is_file():
+        raise UsageError(f"space {path}: {cells} is not a file")
+    stack_names = _stack_names(data.get("stacks"), path)
+    known = load_stacks()
+    for name in stack_names:
+        known.stack(name)
+    return planner, target, stack_names
 
 
 def is_done(record_path: Path, cell: Cell) -> bool:

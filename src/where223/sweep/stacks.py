@@ -32,6 +32,7 @@ from typing import Any
 
 from where223.errors import UsageError
 from where223.pipeline import installer as installers
+from where223.pipeline import yamlfile
 from where223.pipeline.installer import first_error_line
 from where223.pipeline.paths import CACHE, ROOT
 
@@ -114,14 +115,20 @@ class Stacks:
         return Stack(name, environment, version or None)
 
 
-def load_stacks(path: Path | None = None) -> Stacks:
-    """Read a stacks file (YAML; default WHERE223_STACKS, else `spaces/stacks.yaml`); UsageError for one that is
-    missing or malformed."""
-    import yaml
+# The keys of a stacks file, for its reader (`where223.pipeline.yamlfile`): every other key is refused.
+STACKS_SCHEMA: yamlfile.Schema = {
+    "environments": yamlfile.Names({"python": None, "lock": None, "requirements": None, "common": None}),
+    "common": None,
+    "transformers": None,
+}
 
+
+def load_stacks(path: Path | None = None) -> Stacks:
+    """Read a stacks file (YAML, by `where223.pipeline.yamlfile`; default WHERE223_STACKS, else
+    `spaces/stacks.yaml`); UsageError (one line) for one that is missing or malformed."""
     path = path or Path(os.environ.get(STACKS_VARIABLE) or STACKS_FILE)
+    data = yamlfile.read(path, STACKS_SCHEMA)
     try:
-        data = yaml.safe_load(Path(path).read_text())
         environments = {
             name: Environment(
                 name, str(spec["python"]), ROOT / spec["lock"], tuple(str(r) for r in spec.get("requirements", ())),
@@ -130,7 +137,7 @@ def load_stacks(path: Path | None = None) -> Stacks:
             for name, spec in data["environments"].items()
         }
         return Stacks(environments, tuple(map(str, data.get("common", ()))), tuple(map(str, data["transformers"])))
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
+    except (OSError, KeyError, TypeError, AttributeError) as error:
         raise UsageError(f"cannot read the stacks file {path}: {type(error).__name__}: {error}") from None
 
 
