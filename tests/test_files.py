@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import onnx
 import pytest
@@ -60,3 +63,59 @@ def test_a_failed_model_write_leaves_the_old_files(tmp_path):
         _save_beside(partial)
         raise RuntimeError("the exporter failed")
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"] and target.read_bytes() == b"old"
+
+
+def _owner_to_keep() -> tuple[int, int]:
+    """An owner and group a replacement can be given: another user's where this process may chown (root)."""
+    return (4321, 4322) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+
+
+def _attributes(path) -> tuple[int, int, int]:
+    found = path.lstat()
+    return stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
+
+
+def test_keep_mode_passes_a_replaced_files_mode_and_owner_on(tmp_path):
+    owner = _owner_to_keep()
+    target, control, pointed = tmp_path / "kept.bin", tmp_path / "control.bin", tmp_path / "pointed.bin"
+    for path in (target, control, pointed):
+        path.write_bytes(b"old")
+        os.chmod(path, 0o640)
+        os.chown(path, *owner)
+    with files.atomic_path(target, keep_mode=True) as partial:
+        partial.write_bytes(b"new")
+    assert target.read_bytes() == b"new" and _attributes(target) == (0o640, *owner)
+    with files.atomic_path(control) as partial:  # control: without keep_mode, a new file as before
+        partial.write_bytes(b"new")
+    assert _attributes(control) == (0o666 & ~_umask(), os.getuid(), os.getgid())
+    link = tmp_path / "link.bin"
+    link.symlink_to(pointed)
+    with files.atomic_path(link, keep_mode=True) as partial:  # a symlink is replaced as a link: nothing to keep
+        partial.write_bytes(b"new")
+    assert not link.is_symlink() and _attributes(link) == (0o666 & ~_umask(), os.getuid(), os.getgid())
+    assert pointed.read_bytes() == b"old" and _attributes(pointed) == (0o640, *owner)
+
+
+def test_a_models_weights_keep_their_mode_too_and_each_file_placed_is_told(tmp_path):
+    target = tmp_path / "model.onnx"
+    with files.atomic_model_path(target) as partial:
+        _save_beside(partial)
+    for path in (target, tmp_path / "model.onnx.data"):
+        os.chmod(path, 0o600)
+    told = []
+    files.placed.append(told.append)
+    try:
+        with files.atomic_model_path(target, keep_mode=True) as partial:
+            _save_beside(partial)
+        with pytest.raises(RuntimeError), files.atomic_path(tmp_path / "never.bin") as partial:
+            raise RuntimeError("the writer failed")  # control: nothing placed, nothing told
+    finally:
+        files.placed.remove(told.append)
+    assert told == [tmp_path / "model.onnx.data", target]
+    assert [_attributes(path)[0] for path in told] == [0o600, 0o600]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -3,8 +3,14 @@ prediction checked against ONNX Runtime's verdict on whole models (with a poison
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import resource
+import signal
+import stat
 import time
+import warnings
 
 import onnx
 import pytest
@@ -193,7 +199,11 @@ def test_control_a_foreign_or_broken_cache_file_is_ignored(tmp_path, spoil):
     spoilt = {"another version": {**record, "onnxruntime": "0.0.1"}, "another provider": {**record, "provider": "X"},
               "old format": {**record, "format": 0}}
     path.write_text("{not json" if spoil == "garbage" else json.dumps(spoilt[spoil]))
-    assert kernel_table(CPU, tmp_path).entries == {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert kernel_table(CPU, tmp_path).entries == {}
+    # another version's, provider's or format's table is ignored without a word; garbage is corrupt, and said so
+    assert [type(w.message).__name__ for w in caught] == (["CorruptCacheWarning"] if spoil == "garbage" else [])
 
 
 def test_cache_folder(monkeypatch, tmp_path):
@@ -264,3 +274,117 @@ def test_float16_probes_at_the_models_opset():
     assert probe("GlobalAveragePool", 17, {"T": "tensor(float16)"}).status == KernelStatus.AVAILABLE
     at_one = probe("GlobalAveragePool", 1, {"T": "tensor(float16)"})  # the control: why the opset is in the key
     assert at_one.status == KernelStatus.UNKNOWN and "InsertedPrecisionFreeCast" in at_one.message
+
+
+# --- the cache is untrusted input (issue 37) ---------------------------------------------------------------------
+
+_GOOD_ENTRY = {"MatMul(13) opset 17 T=tensor(bfloat16)": {"status": "missing", "message": None}}
+
+
+def _cache_file(tmp_path):
+    """The cache file's path for this onnxruntime, its folder made, and the header a good file has."""
+    version = kernel_table(CPU, False).onnxruntime_version
+    path = table_path(CPU, version, tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path, {"format": kernels.TABLE_FORMAT, "onnxruntime": version, "provider": CPU}
+
+
+class Hung(RuntimeError):
+    """Still at it when the guard's time ran out (not an OSError: a reader's `except OSError` would swallow it)."""
+
+
+@contextlib.contextmanager
+def _bounded(seconds: float = 5.0, memory: int = 2**30):
+    """A guard for code that may hang or read without end (the cache reader before the fix): Hung after `seconds`,
+    a MemoryError past `memory` more bytes of address space, instead of a stuck or swapping test."""
+    def expire(signum, frame):
+        raise Hung(f"still reading after {seconds} s")
+
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        used = int(statm.read().split()[0]) * resource.getpagesize()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    resource.setrlimit(resource.RLIMIT_AS, (used + memory, limits[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, limits)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+MALFORMED = {
+    "deep JSON": lambda header: "[" * 100_000 + "]" * 100_000,
+    "not an object": lambda header: "[1, 2]",
+    "entries a list": lambda header: json.dumps({**header, "entries": [["MatMul", "missing"]]}),
+    "an entry a string": lambda header: json.dumps({**header, "entries": {"MatMul(13) opset 17 T=x": "missing"}}),
+    "an unknown status": lambda header: json.dumps(
+        {**header, "entries": {"MatMul(13) opset 17 T=x": {"status": "maybe", "message": None}}}),
+    "a message of numbers": lambda header: json.dumps(
+        {**header, "entries": {"MatMul(13) opset 17 T=x": {"status": "missing", "message": [1, 2]}}}),
+    "not UTF-8": lambda header: b"\xff\xfe\x00{",
+}
+
+
+@pytest.mark.parametrize("spoil", list(MALFORMED))
+def test_a_malformed_cache_is_discarded_with_one_warning(tmp_path, spoil):
+    path, header = _cache_file(tmp_path)
+    path.write_text(json.dumps({**header, "entries": _GOOD_ENTRY}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # control: a good file is read, without a word
+        assert set(kernel_table(CPU, tmp_path).entries) == set(_GOOD_ENTRY)
+    content = MALFORMED[spoil](header)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.warns(UserWarning, match=r"kernel cache .* is corrupt \(.*\): discarded") as caught:
+        table = kernel_table(CPU, tmp_path)
+    assert table.entries == {} and [type(w.message).__name__ for w in caught] == ["CorruptCacheWarning"]
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _device(path):
+    if os.geteuid() != 0:
+        pytest.skip("making a device node takes root (the symlink case stands for it)")
+    os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # what /dev/zero is: zeros without end
+
+
+SPECIAL = {
+    "a FIFO": _fifo,
+    "a symlink to /dev/zero": lambda path: path.symlink_to("/dev/zero"),
+    "a zero device": _device,
+}
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_a_cache_path_that_is_not_a_regular_file_is_never_read(tmp_path, kind):
+    """Before: open() of a FIFO waits for a writer; /dev/zero is read until memory runs out. Now: refused at once
+    (opened non-blocking, without following a link, and checked), with one warning, and replaced on save."""
+    path, _ = _cache_file(tmp_path)
+    SPECIAL[kind](path)
+    started = time.perf_counter()
+    with _bounded(), pytest.warns(UserWarning, match="corrupt") as caught:
+        table = kernel_table(CPU, tmp_path)
+    assert table.entries == {} and [type(w.message).__name__ for w in caught] == ["CorruptCacheWarning"]
+    assert time.perf_counter() - started < 1
+    table.status("Relu", 17, {"T": "tensor(float)"})
+    assert table.save() == path and path.is_file() and not path.is_symlink()  # replaced by a good file
+    assert set(kernel_table(CPU, tmp_path).entries) == {"Relu(14) opset 17 T=tensor(float)"}
+
+
+def test_cli_lint_rebuilds_a_corrupt_cache_with_one_warning_line(save, tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(kernels.CACHE_ENV, str(cache))
+    path, _ = _cache_file(cache)
+    path.write_text("[" * 100_000 + "]" * 100_000)  # before: a RecursionError traceback
+    relu = _model([helper.make_node("Relu", ["x"], ["y"], name="Relu_1")], [_value("x", F32)], [_value("y", F32)])
+    model = save(relu, "relu.onnx")
+    assert main(["lint", str(model), "--kernels"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"where223 lint: warning: kernel cache {path} is corrupt"), err
+    again = kernel_table(CPU, cache)  # control: the rebuilt cache is read, and answers without probing
+    again.status("Relu", 17, {"T": "tensor(float)"})
+    assert again.probes == 0
+    assert main(["lint", str(model), "--kernels"]) == 0 and capsys.readouterr().err == ""

@@ -3,6 +3,9 @@ untouched; what no rule resolves is refused with its reason (tests/graph/test_re
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import pytest
 
@@ -123,3 +126,55 @@ def test_the_output_rule_resolves_conflicts_only_and_leaves_other_findings(viola
     assert {c.node for c in changes} == {"Where_223", "Clip_7", "Concat_9", "then_add"}
     left = lint_model(repaired).violations
     assert [(v.kind, v.node) for v in left] == [(FindingKind.NOT_ALLOWED, "Where_float_cond")]
+
+
+# --- files as they were, and what an interrupt leaves (issue 37) --------------------------------------------------
+
+
+def test_in_place_keeps_the_files_mode_and_owner(repairable_model, save, capsys):
+    model = save(repairable_model, "in.onnx")
+    os.chmod(model, 0o600)
+    owner = (4321, 4322) if os.geteuid() == 0 else (os.getuid(), os.getgid())  # another owner only root may keep
+    os.chown(model, *owner)
+    assert main(["repair", str(model), "--in-place"]) == 0, capsys.readouterr().err
+    after = model.stat()
+    assert (stat.S_IMODE(after.st_mode), after.st_uid, after.st_gid) == (0o600, *owner)  # before: 0o644, root's
+    assert lint_model(model).clean and after.st_nlink == 1  # control: repaired in place, as before
+
+
+def test_in_place_refuses_a_file_with_other_hard_links(repairable_model, save, tmp_path, capsys):
+    model, other = save(repairable_model, "in.onnx"), tmp_path / "other.onnx"
+    os.link(model, other)
+    before = model.read_bytes()
+    assert main(["repair", str(model), "--in-place"]) == 2  # before: 0, `other` silently kept the old model
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has 1 other hard link(s): --in-place would give this name a new file" in err
+    assert model.read_bytes() == before and os.path.samefile(model, other)  # nothing written, the link intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx", "other.onnx"]
+
+
+@pytest.mark.parametrize("stop", ["Ctrl-C", "SIGTERM"])
+def test_an_interrupted_repair_says_what_it_had_written(repairable_model, save, tmp_path, monkeypatch, capsys,
+                                                         stop):
+    from where223.cli import Terminated
+    from where223.graph import ort
+    from where223.graph.repair import _file
+
+    raised, code, said = {"Ctrl-C": (KeyboardInterrupt, 130, "interrupted (Ctrl-C)"),
+                          "SIGTERM": (Terminated, 143, "terminated (SIGTERM)")}[stop]
+
+    def interrupted(*args, **kwargs):
+        raise raised
+
+    model, out = save(repairable_model, "in.onnx"), tmp_path / "out.onnx"
+    monkeypatch.setattr(ort, "judge", interrupted)  # while ONNX Runtime judges the written output
+    assert main(["repair", str(model), str(out)]) == code
+    err = capsys.readouterr().err
+    assert err == (f"where223 repair: {said} after writing {out}: its checks (re-lint, ONNX Runtime) did not finish; "
+                   "temporary files removed\n")  # before: "nothing published", the output written all the same
+    assert lint_model(out).clean
+
+    monkeypatch.setattr(_file.onnx, "save_model", interrupted)  # control: before the output is in place
+    assert main(["repair", str(model), str(tmp_path / "never.onnx")]) == code
+    assert capsys.readouterr().err == f"where223 repair: {said}: temporary files removed, nothing written\n"
+    assert not (tmp_path / "never.onnx").exists() and not list(tmp_path.glob(".tmp-*"))

@@ -3,8 +3,10 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import yaml
 
 from tests.network import attempts, network_audit
 from where223.pipeline import portable, records
-from where223.pipeline.paths import ROOT
+from where223.pipeline.paths import ROOT, slug
 from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, UnknownKernelError, execute, load_plan
 
 ATTEMPTS = """
@@ -178,3 +180,110 @@ def test_missing_kernel_says_what_to_do(tmp_path: Path):
 def test_missing_input_record_says_which_notebook_to_run(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="run the notebook that writes it first"):
         records.read_json(tmp_path / "reproduce.json")
+
+
+# --- an interrupted run (issue 37): one line, the kernel stopped, nothing published lost -----------------------------
+
+
+def _tiny_notebook(path: Path, code: str) -> Path:
+    """A notebook with a `parameters` cell (output_root, started) and one cell of `code`, for the where223 kernel."""
+    import nbformat
+
+    parameters = nbformat.v4.new_code_cell('output_root: str = ""\nstarted: str = ""')
+    parameters.metadata["tags"] = ["parameters"]
+    notebook = nbformat.v4.new_notebook(cells=[parameters, nbformat.v4.new_code_cell(code)])
+    notebook.metadata["kernelspec"] = {"name": "where223", "display_name": "where223", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+    return path
+
+
+def _plan(path: Path, *notebooks: str, **parameters) -> Path:
+    runs = [{"notebook": name, "parameters": dict(parameters)} for name in notebooks]  # no YAML aliases
+    path.write_text(yaml.safe_dump({"runs": runs}))
+    return path
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """The published files of an outputs tree (what failed/ keeps and the empty staging folder left out)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.relative_to(root).parts[0] not in ("failed", ".staging")}
+
+
+def test_an_interrupted_plan_names_the_copies_it_published_and_kept(tmp_path: Path, monkeypatch, capsys):
+    """The line an interrupt prints names what the run wrote: the copy published before it, and the interrupted
+    copy kept under failed/ (papermill stands in for the kernel here; the test below runs a real one)."""
+    import papermill
+
+    from where223.cli import Terminated, main
+    from where223.pipeline import run as runner
+
+    notebooks = tmp_path / "notebooks"
+    for name in ("aa_first", "bb_second"):
+        _tiny_notebook(notebooks / f"{name}.ipynb", "pass")
+    monkeypatch.setattr(runner, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(runner, "export_html", lambda path: path)  # nbconvert is not what is checked
+
+    def execute_notebook(source, executed, **kwargs):
+        shutil.copy(source, executed)
+        if "bb_second" in source and interrupt:
+            raise Terminated
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    out, plan = tmp_path / "out", _plan(tmp_path / "plan.yaml", "aa_first", "bb_second")
+    interrupt = False  # control: a run that ends publishes both copies, and prints nothing on stderr
+    assert main(["run", "--params", str(plan), "--output-root", str(out)]) == 0
+    assert capsys.readouterr().err == "" and sorted(_tree(out)) == [
+        "manifests/aa_first.json", "manifests/bb_second.json", "notebooks/aa_first.ipynb", "notebooks/bb_second.ipynb"]
+
+    interrupt = True
+    before = _tree(out)
+    assert main(["run", "--params", str(plan), "--output-root", str(out)]) == 143
+    kept = out / "failed" / "bb_second" / "notebooks" / "bb_second.ipynb"
+    assert capsys.readouterr().err == (
+        f"where223 run: terminated (SIGTERM) after writing {out / 'notebooks' / 'aa_first.ipynb'}, {kept}: bb_second "
+        "did not finish (its executed copy so far is kept there, nothing of it published); temporary files removed\n")
+    assert _tree(out) == before and kept.is_file()  # before: "nothing published", though aa_first was
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_notebook_runs_is_one_line_and_stops_its_kernel(tmp_path: Path):
+    """`where223 run` in a process of its own, Ctrl-C once the kernel runs a cell. Before: ZMQ tracebacks from the
+    kernel (shut down while it answered the interrupt) and ipykernel's notices around the line. Now: the line alone,
+    exit 130, the kernel gone, the published tree as it was, the interrupted copy kept under failed/."""
+    root, out, started = tmp_path / "root", tmp_path / "out", tmp_path / "started"
+    _tiny_notebook(root / "notebooks" / "zz_sleep.ipynb",
+                   "import os, pathlib, time\npathlib.Path(started).write_text(str(os.getpid()))\ntime.sleep(120)")
+    plan = _plan(tmp_path / "plan.yaml", "zz_sleep", started=str(started))
+    (out / "notebooks").mkdir(parents=True)
+    (out / "notebooks" / "published.ipynb").write_text("{}")  # a copy an earlier run published
+    before = _tree(out)
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}
+    env["WHERE223_ROOT"] = str(root)  # the tiny notebook's checkout; the package is still this one
+    child = subprocess.Popen([sys.executable, "-m", "where223", "run", "--params", str(plan), "--output-root",
+                              str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), child.communicate()[1] if child.poll() is not None else "no kernel within 120 s"
+        kernel = int(started.read_text())
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    name = "zz_sleep__started=" + slug(started)
+    kept = out / "failed" / name / "notebooks" / f"{name}.ipynb"
+    assert (child.returncode, err) == (130, (
+        f"where223 run: interrupted (Ctrl-C) after writing {kept}: zz_sleep did not finish (its executed copy so far "
+        "is kept there, nothing of it published); temporary files removed\n"))
+    assert _tree(out) == before and kept.is_file()
+    assert _ended(kernel)  # stopped, not left to notice its parent gone
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid` has ended (gone, or a zombie its new parent has yet to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

@@ -11,7 +11,10 @@ outputs tree), in `_options`; `main` below is the one place that turns the libra
 Exit status: 0 done, 1 the tool worked and found something (violations, no recorded source, a model it cannot
 repair, a notebook that failed), 2 a usage or file error, told in one line on stderr (`where223 CMD: ...`);
 `lint` adds 3, incomplete: nothing found, but not every node could be checked. Ctrl-C: one line, exit 130;
-SIGTERM: one line, exit 143; either way temporary files are removed and nothing is published.
+SIGTERM: one line, exit 143; either way temporary files are removed, and the line says what the command had
+written by then (`_base.Written`: what `where223.files` put in place and what the command told with `wrote`) and
+what did not finish, or that nothing was written. A warning of where223's own (a corrupt cache discarded, say)
+is one line on stderr too, `where223 CMD: warning: ...`; the command goes on.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 
-from where223.cli._base import Command, Parser, complain, library_doc
+from where223 import files
+from where223.cli._base import WRITTEN, Command, Parser, complain, library_doc
 from where223.cli._graph import Blame, Draw, Lint, Repair
 from where223.cli._pipeline import Compare, Run, Strip
 from where223.cli._studies import BenchVariants, Explain, Report, Sweep
@@ -49,8 +54,11 @@ def build_parser() -> Parser:
     return parser
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the program is so that `finally` blocks (temporary files) run as for Ctrl-C."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so that `finally` blocks (temporary files) run as for Ctrl-C. A
+    KeyboardInterrupt, so that libraries let it through as they let Ctrl-C through: an asyncio task (nbclient's,
+    while a notebook runs) re-raises only KeyboardInterrupt and SystemExit, and keeps any other BaseException
+    raised in it as its result, where nobody may look."""
 
 
 @contextlib.contextmanager
@@ -70,6 +78,29 @@ def _terminate_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _told(name: str) -> Iterator[None]:
+    """While the command runs: what it writes is kept for an interrupt's line (empty at the start), and a warning
+    of where223's own is shown as one line (other libraries' warnings as Python shows them)."""
+    WRITTEN.clear()
+    files.placed.append(WRITTEN.add)
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     file: object = None, line: str | None = None) -> None:
+            if category.__module__.split(".")[0] != "where223":
+                shown(message, category, filename, lineno, file, line)
+            else:
+                complain(name, f"warning: {message}")
+
+        warnings.showwarning = one_line
+        try:
+            yield
+        finally:
+            files.placed.remove(WRITTEN.add)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the command, and turn what it raised into one line and its exit status: a
     `Finding` (the tool worked and found something) 1, a `UsageError` or an OS error 2, Ctrl-C 130, SIGTERM 143."""
@@ -82,14 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         complain(name, f"unrecognized arguments: {' '.join(unknown)} (see where223 {name} --help)")
         return 2
     try:
-        with _terminate_as_exception():
+        with _told(name), _terminate_as_exception():
             return COMMANDS[name].run(args)
-    except KeyboardInterrupt:
-        complain(name, "interrupted (Ctrl-C): temporary files removed, nothing published")
-        return 130
-    except Terminated:
-        complain(name, "terminated (SIGTERM): temporary files removed, nothing published")
+    except Terminated:  # before KeyboardInterrupt, which it is
+        complain(name, WRITTEN.interrupted("terminated (SIGTERM)"))
         return 143
+    except KeyboardInterrupt:
+        complain(name, WRITTEN.interrupted("interrupted (Ctrl-C)"))
+        return 130
     except BrokenPipeError:  # e.g. `where223 lint big.onnx | head`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -1,5 +1,6 @@
 """What every command shares: the Command class (its docstring is its help), the parser with one-line errors,
-and the three ways a handler talks (a result line on stdout, progress on stderr, a complaint on stderr)."""
+the three ways a handler talks (a result line on stdout, progress on stderr, a complaint on stderr), and the
+record of what it has written so far (`wrote`), which `main` words its line from when the command is interrupted."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import ast
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +68,48 @@ def say(line: str) -> None:
 def progress(line: str) -> None:
     """A progress line, on stderr (stdout stays the result)."""
     print(line, file=sys.stderr, flush=True)
+
+
+class Written:
+    """What the running command has written where the user will look, and what it had yet to do then. `main`
+    empties it before each command and words an interrupted command's line from it. Two feed it: every write
+    through `where223.files` (each file it puts in place), and the command itself (`wrote`), which names what
+    `where223.files` does not see (a published tree, a kept failure) and what an interrupt leaves undone. The line
+    names the files still there when it is printed: a staged file an interrupt moved or removed is left out."""
+
+    SHOWN = 3  # files named in the line; beyond that, their number and the last one
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Nothing written yet: a new command starts."""
+        self.paths: dict[str, None] = {}  # in the order written (a file written again moves to the end)
+        self.unfinished = "the command did not finish"
+
+    def add(self, path: str | os.PathLike[str], unfinished: str | None = None) -> None:
+        """`path` is written; an interrupt from now on leaves `unfinished` undone (when given; the latest says)."""
+        self.paths.pop(str(path), None)
+        self.paths[str(path)] = None
+        if unfinished is not None:
+            self.unfinished = unfinished
+
+    def interrupted(self, how: str) -> str:
+        """The one line of an interrupted command: `interrupted (Ctrl-C) after writing OUT: what did not finish`."""
+        there = [path for path in self.paths if os.path.lexists(path)]
+        if not there:
+            return f"{how}: temporary files removed, nothing written"
+        what = ", ".join(there) if len(there) <= self.SHOWN else f"{len(there)} files (the last {there[-1]})"
+        return f"{how} after writing {what}: {self.unfinished}; temporary files removed"
+
+
+WRITTEN = Written()
+
+
+def wrote(path: str | os.PathLike[str], unfinished: str) -> None:
+    """Tell `main` that the command has written `path` where the user will look, and what an interrupt from now on
+    leaves undone (e.g. "ONNX Runtime's check did not finish"), for its line should one come."""
+    WRITTEN.add(path, unfinished)
 
 
 def complain(command: str, message: str) -> None:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from where223.cli import _options as options
-from where223.cli._base import Command, say
+from where223.cli._base import Command, say, wrote
 from where223.errors import UsageError
 
 
@@ -15,7 +15,9 @@ class Run(Command):
     """Execute the planned notebooks with papermill into outputs/ (what `make run` does).
 
     Exit 0 when every notebook ran, 1 when one failed (its executed copy, traceback included, is kept under
-    outputs/failed/), 2 for a plan file or an option the runner cannot use.
+    outputs/failed/), 2 for a plan file or an option the runner cannot use. Ctrl-C (130) or SIGTERM (143) stops
+    the notebook's kernel at once and prints one line: the copies published before and the interrupted one's
+    executed copy so far, kept under outputs/failed/ (nothing of it is published).
     """
 
     name = "run"
@@ -36,15 +38,17 @@ class Run(Command):
         only = [prefix.strip() for prefix in args.only.split(",")] if args.only is not None else None
         plan = pipeline.select(pipeline.load_plan(args.params or pipeline.DEFAULT_PLAN), only)
         output_root = options.resolved_output_root(args, pipeline.OUTPUTS, must_exist=False)
-        pipeline.run_plan(plan, output_root, args.kernel, progress=say, wait=args.wait)
+        pipeline.run_plan(plan, output_root, args.kernel, progress=say, wait=args.wait, written=wrote)
         return 0
 
 
 class Compare(Command):
     """Say whether the outputs reproduce a reference's records (default: the committed ones, HEAD).
 
-    REF is a folder of outputs or a git revision (its outputs/). Prints what differs, the deciding differences
-    first, then one summary line. Exit 0 reproduced, 1 not reproduced, 2 a bad REF or a tree without records.
+    REF is a folder of outputs or a git revision (its outputs/). A folder (REF or --output-root) is read as a
+    folder, never through git, and walked without following links. Prints what differs, the deciding differences
+    first (names escaped), then one summary line. Exit 0 reproduced, 1 not reproduced, 2 a bad REF or a tree
+    without records, or one compare refuses (see where223.pipeline.compare's limits).
     """
 
     name = "compare"

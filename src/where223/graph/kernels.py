@@ -23,14 +23,21 @@ before any attribute is read, and a placeholder ONNX Runtime rejects makes the e
 
 The table is cached per (onnxruntime version, provider) as JSON in `cache_folder()/kernels/`, filled lazily (the
 entries a linted model needs, or `KernelTable.build` for every operator at an opset), merged with what other
-processes wrote, and written atomically.
+processes wrote, and written atomically. The cache is read as untrusted input: only a regular file is read (a FIFO,
+a device or a symlink at its path is never opened for reading), at most CACHE_LIMIT bytes of it, and a file that
+is not a table of this format (not JSON, nested too deep, entries of the wrong types or shapes) is corrupt: it is
+discarded with one warning (`CorruptCacheWarning`), its entries probed again and the file rewritten. A table for
+another onnxruntime, provider or format (an older where223's) is ignored without a word and replaced.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +57,7 @@ DEFAULT_PROVIDER = "CPUExecutionProvider"
 FLOAT_TYPES = ("tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)")
 TABLE_FORMAT = 1  # bumped when the meaning of an entry changes: older files are then ignored
 MESSAGE_LIMIT = 300  # characters of ONNX Runtime's message kept with an entry
+CACHE_LIMIT = 64 * 2**20  # bytes of a cache file read; a longer one is corrupt (every entry of an opset: ~1 MB)
 # the type a parameter that is not being varied takes, the first of these it allows
 _DEFAULT_TYPES = ("tensor(int64)", "tensor(bool)", "tensor(int32)", "tensor(float)", "tensor(uint8)", "tensor(string)")
 _PLACEHOLDERS = {
@@ -58,6 +66,11 @@ _PLACEHOLDERS = {
     onnx.AttributeProto.FLOAT: 1.0,
     onnx.AttributeProto.FLOATS: [1.0],
 }
+
+
+class CorruptCacheWarning(UserWarning):
+    """A kernel cache file that cannot be a table: discarded, its entries probed again (the command line shows it
+    as one line)."""
 
 
 class KernelStatus(TextEnum):
@@ -294,7 +307,7 @@ class KernelTable:
         may have written since), atomically; returns the file (None when in memory only or nothing new)."""
         if self.path is None or not self._new:
             return None
-        on_disk = _read_entries(self.path, self.provider, self.onnxruntime_version)
+        on_disk, _ = _read_entries(self.path, self.provider, self.onnxruntime_version)  # corrupt: replaced
         merged = {**on_disk, **self._new}
         record = {
             "format": TABLE_FORMAT,
@@ -316,19 +329,67 @@ class KernelTable:
         return found
 
 
-def _read_entries(path: Path, provider: str, version: str) -> dict[str, KernelEntry]:
-    """The entries of a cache file; empty when it is missing, unreadable or for another version or provider."""
+class _Corrupt(ValueError):
+    """Why a cache file cannot be a table."""
+
+
+def _read_cache(path: Path) -> bytes | None:
+    """The bytes of the cache file at `path`, None when there is none; _Corrupt for anything but a regular file
+    (never opened blocking, never followed) or one longer than CACHE_LIMIT."""
     try:
-        record = json.loads(path.read_text())
-        if (record.get("format"), record.get("onnxruntime"), record.get("provider")) != (TABLE_FORMAT, version,
-                                                                                         provider):
-            return {}
-        return {
-            str(key): KernelEntry(KernelStatus(value["status"]), value.get("message"))
-            for key, value in record["entries"].items()
-        }
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _Corrupt("a symlink, not a file") from None
+        raise
+    with os.fdopen(fd, "rb") as file:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            raise _Corrupt("a FIFO, not a file" if stat.S_ISFIFO(kind) else "not a regular file")
+        data = file.read(CACHE_LIMIT + 1)
+    if len(data) > CACHE_LIMIT:
+        raise _Corrupt(f"longer than {CACHE_LIMIT} bytes")
+    return data
+
+
+def _entries_of(record: object, provider: str, version: str) -> dict[str, KernelEntry] | None:
+    """The entries of a parsed cache file, None when it is another version's, provider's or format's table;
+    _Corrupt when it is no table at all."""
+    if not isinstance(record, dict):
+        raise _Corrupt(f"a JSON {type(record).__name__}, not an object")
+    if (record.get("format"), record.get("onnxruntime"), record.get("provider")) != (TABLE_FORMAT, version, provider):
+        return None
+    entries = record.get("entries")
+    if not isinstance(entries, dict):
+        raise _Corrupt("'entries' is not an object")
+    statuses = {str(status) for status in KernelStatus}
+    found = {}
+    for key, value in entries.items():
+        if not (isinstance(value, dict) and value.get("status") in statuses
+                and isinstance(value.get("message"), (str, type(None)))):
+            raise _Corrupt("an entry is not {status, message}")
+        found[key] = KernelEntry(KernelStatus(value["status"]), value.get("message"))
+    return found
+
+
+def _read_entries(path: Path, provider: str, version: str) -> tuple[dict[str, KernelEntry], str | None]:
+    """The entries of a cache file, and why it is corrupt (None when it is not). Empty when it is missing,
+    unreadable, corrupt, or for another version, provider or format."""
+    try:
+        data = _read_cache(path)
+        if data is None:
+            return {}, None
+        return _entries_of(json.loads(data), provider, version) or {}, None
+    except _Corrupt as error:
+        return {}, str(error)
+    except RecursionError:
+        return {}, "JSON nested too deep"
+    except ValueError as error:  # not JSON, not UTF-8
+        return {}, f"not JSON ({type(error).__name__})"
+    except OSError:  # unreadable: nothing to discard; a save then says whether it can be written
+        return {}, None
 
 
 def table_path(provider: str, onnxruntime_version: str, cache: Path | None = None) -> Path:
@@ -348,4 +409,8 @@ def kernel_table(provider: str = DEFAULT_PROVIDER, cache: Path | None | bool = N
     if cache is False:
         return KernelTable(provider, version, None)
     path = table_path(provider, version, None if cache in (None, True) else Path(cache))
-    return KernelTable(provider, version, path, _read_entries(path, provider, version))
+    entries, corrupt = _read_entries(path, provider, version)
+    if corrupt:
+        warnings.warn(CorruptCacheWarning(f"kernel cache {path} is corrupt ({corrupt}): discarded, its entries are "
+                                          "probed again and the file rewritten"), stacklevel=2)
+    return KernelTable(provider, version, path, entries)

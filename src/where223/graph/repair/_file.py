@@ -22,18 +22,19 @@ from where223.graph.repair._repair import repair
 _EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GiB limit, with headroom for the graph
 
 
-def save_model(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
+def save_model(model: onnx.ModelProto, path: str | os.PathLike[str], keep_mode: bool = False) -> Path:
     """Write a model atomically into an existing folder: its weights inline when they fit protobuf's limit,
     else beside it as PATH.data.
 
     The files are written into a temporary folder beside `path` (`where223.files.atomic_model_path`, removed
     however the write ends, and by the next write into the folder when a killed process left it), then renamed
     into place (the weights first), so a reader never finds a half-written model and a failed write leaves the
-    old one intact. A symlink at `path` is replaced by the file, not written through.
+    old one intact. A symlink at `path` is replaced by the file, not written through. With `keep_mode`, a file
+    replaced passes on its permissions, owner and group (where this process may set them).
     """
     path = Path(path)
     external = model.ByteSize() > _EXTERNAL_DATA_THRESHOLD
-    with atomic_model_path(path) as partial:
+    with atomic_model_path(path, keep_mode=keep_mode) as partial:
         onnx.save_model(model, str(partial), save_as_external_data=external, location=f"{path.name}.data")
     return path
 
@@ -45,14 +46,17 @@ def repair_file(
     ort_timeout_s: float = ORT_TIMEOUT_S,
     say: Callable[[str], None] = print,
     eager: str | os.PathLike[str] | dict[str, Any] | None = None,
+    written: Callable[[Path], None] = lambda path: None,
 ) -> list[Change]:
     """`where223 repair`: repair the model at `source` into `output`, re-lint it and have ONNX Runtime judge it
     (in a child process, within `ort_timeout_s`), saying each step's result through `say`; returns the changes.
 
     Nothing is written when there is nothing to repair, or when a violation cannot be repaired (RepairError,
-    exit 1, with its reason). RepairRefused (exit 1, the file written) when ONNX Runtime refuses the result or
-    takes too long; UsageError for a target that names no ONNX type or an unreadable eager report;
-    UnreadableModelError for an input that cannot be read.
+    exit 1, with its reason). The output is written atomically; a file it replaces (the input itself, in place)
+    passes on its permissions, owner and group where this process may set them. `written` is told the output
+    as soon as it is in place, before the re-lint and ONNX Runtime's check. RepairRefused (exit 1, the file
+    written) when ONNX Runtime refuses the result or takes too long; UsageError for a target that names no ONNX
+    type or an unreadable eager report; UnreadableModelError for an input that cannot be read.
     """
     from where223.graph.ort import OrtVerdict, judge
 
@@ -66,7 +70,7 @@ def repair_file(
     if not changes:
         say(f"{source}: no type violation; nothing changed, nothing written")
         return changes
-    save_model(repaired, output)
+    written(save_model(repaired, output, keep_mode=True))
     say(f"repaired {source} -> {output}: {len(changes)} change(s)")
     for change in changes:
         say(f"  {change}")
