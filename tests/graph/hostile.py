@@ -137,10 +137,21 @@ def unknown_element_type() -> onnx.ModelProto:
     return model
 
 
-def huge_opset() -> onnx.ModelProto:
-    """The Where conflict at an opset version of 2**62."""
+def huge_opset(version: int = 2**62, where: str = "main") -> onnx.ModelProto:
+    """The Where conflict with an opset `version` (2**31 and past: no C++ int) for ai.onnx (`where="main"`), for a
+    domain no node uses ("domain"), or for ai.onnx in the opset imports of a model-local function it calls
+    ("function")."""
     model = where_conflict()
-    model.opset_import[0].version = 2**62
+    if where == "main":
+        model.opset_import[0].version = version
+    elif where == "domain":
+        model.opset_import.append(helper.make_opsetid("custom.domain", version))
+    else:
+        body = [helper.make_node("Identity", ["a"], ["b"])]
+        model.functions.append(helper.make_function(LOCAL, "f", ["a"], ["b"], body, [helper.make_opsetid("", version)]))
+        model.opset_import.append(helper.make_opsetid(LOCAL, 1))
+        model.graph.node.insert(0, helper.make_node("f", ["x"], ["fx"], name="call", domain=LOCAL))
+        model.graph.node[1].input[1] = "fx"
     return model
 
 
@@ -189,3 +200,128 @@ def symlink(link: Path, target: Path) -> Path:
         link.unlink()
     os.symlink(target, link)
     return link
+
+
+# --- external data in every place a tensor may lie ------------------------------------------------------------
+
+WEIGHTS = np.array([7.0, 9.0], dtype=np.float32).tobytes() + np.array([0, 1], dtype=np.int64).tobytes()  # 24 bytes
+
+
+def external(location: str, dtype: type = np.float32, offset: int = 0) -> TensorProto:
+    """A tensor `k` of two elements whose data lies in the file at `location` (bytes `offset`.. of `WEIGHTS`)."""
+    tensor = numpy_helper.from_array(np.zeros(2, dtype=dtype), "k")
+    onnx.external_data_helper.set_external_data(tensor, location=location, offset=offset, length=2 * dtype().itemsize)
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    return tensor
+
+
+def _sparse(location: str, part: str) -> onnx.SparseTensorProto:
+    """A sparse float [2] tensor whose `part` (values or indices) is `external`."""
+    values = external(location) if part == "values" else numpy_helper.from_array(np.ones(2, np.float32), "k")
+    indices = external(location, np.int64, 8) if part == "indices" else numpy_helper.from_array(np.arange(2), "i")
+    return helper.make_sparse_tensor(values, indices, [2])
+
+
+def _calling(body: list[onnx.NodeProto], **function: object) -> onnx.ModelProto:
+    """y = local.f(x): a model-local function whose body (reading `a`, writing `b`) is `body`."""
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)]
+    f = helper.make_function(LOCAL, "f", ["a"], ["b"], body, opsets, **function)
+    node = helper.make_node("f", ["x"], ["y"], name="call", domain=LOCAL)
+    model = _model(
+        [node], [helper.make_tensor_value_info("x", F32, [2])], [helper.make_tensor_value_info("y", F32, [2])],
+        functions=[f],
+    )  # fmt: skip
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    return model
+
+
+def _plus_constant(**value: object) -> list[onnx.NodeProto]:
+    return [helper.make_node("Constant", [], ["c"], **value), helper.make_node("Add", ["a", "c"], ["b"])]
+
+
+def _in_if(branch_body: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """`b = a + (if a[0] > 0: branch's c else: 0)`: `branch_body` (writing `c`) in an If's then-branch."""
+    out = [helper.make_tensor_value_info("c", F32, [2])]
+    then = helper.make_graph(branch_body, "then", [], out)
+    zero = helper.make_tensor("z", F32, [2], [0.0, 0.0])
+    other = helper.make_graph([helper.make_node("Constant", [], ["c"], value=zero)], "else", [], out)
+    return [
+        helper.make_node("ReduceSum", ["a"], ["s"], keepdims=0),
+        helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", F32, [], [0.0])),
+        helper.make_node("Greater", ["s", "zero"], ["p"]),
+        helper.make_node("If", ["p"], ["c"], then_branch=then, else_branch=other),
+        helper.make_node("Add", ["a", "c"], ["b"]),
+    ]
+
+
+def _custom(attribute: str, value: object) -> list[onnx.NodeProto]:
+    """A node of a custom domain (no schema) holding `value` in `attribute`, then b = a."""
+    node = helper.make_node("Opaque", ["a"], ["t"], domain="custom")
+    node.attribute.append(helper.make_attribute(attribute, value))
+    return [node, helper.make_node("Identity", ["a"], ["b"])]
+
+
+def _function_default(location: str) -> onnx.ModelProto:
+    """A function whose Constant takes its value from the function's attribute `k`, whose default is external."""
+    reference = onnx.AttributeProto(name="value", type=onnx.AttributeProto.TENSOR, ref_attr_name="k")
+    constant = helper.make_node("Constant", [], ["c"])
+    constant.attribute.append(reference)
+    default = helper.make_attribute("k", external(location))
+    return _calling([constant, helper.make_node("Add", ["a", "c"], ["b"])], attribute_protos=[default])
+
+
+def _main(nodes: list[onnx.NodeProto], initializers=(), sparse=()) -> onnx.ModelProto:
+    """y = nodes(x) in the main graph (`a` read, `b` written, as in a function body)."""
+    model = _model(
+        [helper.make_node("Identity", ["x"], ["a"]), *nodes, helper.make_node("Identity", ["b"], ["y"])],
+        [helper.make_tensor_value_info("x", F32, [2])], [helper.make_tensor_value_info("y", F32, [2])],
+        initializers,
+    )  # fmt: skip
+    model.graph.sparse_initializer.extend(sparse)
+    return model
+
+
+# every place a tensor may lie, each with its data at a location the caller names (the tensor is called `k`)
+EXTERNAL_PLACES = {
+    "initializer": lambda at: _main([helper.make_node("Add", ["a", "k"], ["b"])], [external(at)]),
+    "sparse initializer values": lambda at: _main([helper.make_node("Add", ["a", "k"], ["b"])],
+                                                  sparse=[_sparse(at, "values")]),
+    "sparse initializer indices": lambda at: _main([helper.make_node("Add", ["a", "k"], ["b"])],
+                                                   sparse=[_sparse(at, "indices")]),
+    "Constant sparse_value": lambda at: _main(_plus_constant(sparse_value=_sparse(at, "values"))),
+    "subgraph Constant": lambda at: _main(_in_if(_plus_constant(value=external(at))[:1])),
+    "function Constant": lambda at: _calling(_plus_constant(value=external(at))),
+    "function TENSORS attribute": lambda at: _calling(_custom("blobs", [external(at)])),
+    "function SPARSE_TENSOR attribute": lambda at: _calling(_custom("blob", _sparse(at, "values"))),
+    "function SPARSE_TENSORS attribute": lambda at: _calling(_custom("blobs", [_sparse(at, "indices")])),
+    "function's subgraph Constant": lambda at: _calling(_in_if(_plus_constant(value=external(at))[:1])),
+    "function attribute default": _function_default,
+}  # fmt: skip
+
+
+def function_constant(location: str) -> onnx.ModelProto:
+    """y = x + local.f's Constant, whose value is external at `location` (ONNX Runtime reads it, onnx 1.16's list of
+    a model's tensors does not have it)."""
+    return EXTERNAL_PLACES["function Constant"](location)
+
+
+def saved_with_weights(folder: Path, model: onnx.ModelProto, data: bytes = WEIGHTS) -> Path:
+    """`model` saved as FOLDER/model.onnx with FOLDER/weights.bin holding `data`; the model's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "weights.bin").write_bytes(data)
+    onnx.save(model, str(folder / "model.onnx"))
+    return folder / "model.onnx"
+
+
+def wide_node(inputs: int = 100_000) -> onnx.ModelProto:
+    """One Sum node `wide` with `inputs` graph inputs: a neighbourhood of as many edges."""
+    names = [f"x{k}" for k in range(inputs)]
+    graph = helper.make_graph([helper.make_node("Sum", names, ["y"], name="wide")], "wide", [],
+                              [helper.make_tensor_value_info("y", F32, [2])])  # fmt: skip
+    info = helper.make_tensor_value_info("x", F32, [2])
+    for name in names:
+        value = graph.input.add()
+        value.CopyFrom(info)
+        value.name = name
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

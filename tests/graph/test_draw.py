@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from tests.graph import hostile
 from where223.cli import main
+from where223.cli._graph import Draw
 from where223.graph.draw import (
     draw_before_after,
     draw_neighbourhood,
@@ -121,3 +126,35 @@ def test_cli(repairable_model, clean_model, save, tmp_path, capsys):
     assert "close names: Where_223" in capsys.readouterr().err
     assert main(["draw", str(tmp_path / "absent.onnx")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_node_with_100000_inputs_is_drawn_capped_within_seconds(tmp_path, capsys, monkeypatch):
+    """A node with 100,000 inputs: every edge was laid out (past 120 s). At most MAX_DRAWN_EDGES are drawn, the
+    nodes nearest the centre first, and the figure's title and the command's output line say how many were left
+    out; the control, a neighbourhood under the cap, draws every edge and says nothing of the kind."""
+    from where223.graph import draw
+
+    cap = draw.MAX_DRAWN_EDGES
+    assert f"At most {cap} edges are drawn" in " ".join(Draw.__doc__.split())  # the command's help says the cap
+    small = model_types(hostile.wide_node(cap + 41))
+    graph = neighbourhood(small, "wide", 2, [])
+    assert graph.number_of_edges() == cap and graph.graph["edges_within"] == cap + 42  # + the edge to output y
+    assert graph.graph["left_out"] == 42 and set(graph.nodes) == {"wide", *(f"input:x{k}" for k in range(cap))}
+    at_cap = neighbourhood(model_types(hostile.wide_node(cap - 1)), "wide", 2, [])  # cap - 1 inputs and y: the cap
+    assert at_cap.number_of_edges() == cap and at_cap.graph["left_out"] == 0 and "output:y" in at_cap
+    titles = []
+    monkeypatch.setattr(draw, "_draw_on", lambda ax, graph, title, real=draw._draw_on: titles.append(title)
+                        or real(ax, graph, title))  # fmt: skip
+    path = tmp_path / "wide.onnx"
+    onnx.save(hostile.wide_node(100_000), str(path))
+    started = time.monotonic()
+    assert main(["draw", str(path), "wide", "--stem", str(tmp_path / "wide")]) == 0
+    assert time.monotonic() - started < 30
+    note = f"{cap} of 100,001 edges drawn, {100_001 - cap:,} left out (at most {cap} are drawn)"
+    stem = tmp_path / "wide"
+    assert capsys.readouterr().out.splitlines() == [f"wide, 2-hop neighbourhood: {note}", f"{stem}.png", f"{stem}.svg"]
+    assert titles == [f"wide: 2-hop neighbourhood\n{note}"]
+    onnx.save(hostile.wide_node(3), str(path))  # the control: under the cap, every edge drawn and nothing said
+    assert main(["draw", str(path), "wide", "--stem", str(stem)]) == 0
+    assert capsys.readouterr().out.split() == [f"{stem}.png", f"{stem}.svg"]
+    assert titles[1:] == ["wide: 2-hop neighbourhood"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from onnx import helper
 
 from tests.graph import hostile
 from tests.test_imports import loaded_after
@@ -140,6 +141,122 @@ def test_external_data_longer_than_its_file_is_one_line(tmp_path, capsys):
     assert code == 2
 
 
+def _inside_and_outside(tmp_path: Path, build) -> tuple[Path, Path]:
+    """`build(location)` saved twice: with its data in ./weights.bin (the control), and in a folder of its own whose
+    tensor names ../secret.bin, a file beside that folder holding the same bytes."""
+    (tmp_path / "secret.bin").write_bytes(hostile.WEIGHTS)
+    inside = hostile.saved_with_weights(tmp_path / "inside", build("weights.bin"))
+    outside = hostile.saved_with_weights(tmp_path / "downloaded", build("../secret.bin"), data=b"")
+    return inside, outside
+
+
+@pytest.mark.parametrize("place", list(hostile.EXTERNAL_PLACES))
+def test_external_data_anywhere_in_a_model_stays_in_its_folder(place, tmp_path, capsys):
+    """Every tensor a runtime may read (function bodies, their subgraphs and attribute defaults, sparse tensors)
+    obeys the rule, whichever onnx is installed; the control, its data in ./weights.bin, is read in full: each
+    tensor holds its bytes after `load_model(..., load_weights=True)`, none refers to a file any more."""
+    from where223.graph import guards
+    from where223.graph.loading import load_model
+
+    inside, outside = _inside_and_outside(tmp_path, hostile.EXTERNAL_PLACES[place])
+    code, out, err = _run(["lint", outside], capsys)
+    _one_line(code, err, "lint", "external data '../secret.bin' resolves outside the model's folder: refused")
+    assert code == 2 and out == ""
+    code, _, err = _run(["lint", inside], capsys)
+    assert code in (0, 3) and err == "", err  # clean, or a custom op left unchecked
+    model, _ = load_model(inside, load_weights=True)
+    assert not list(guards.external_tensors(model))
+    loaded = {t.raw_data for _, t in guards.model_tensors(model) if t.name == "k"}
+    assert hostile.WEIGHTS[:8] in loaded or hostile.WEIGHTS[8:] in loaded, loaded
+
+
+def test_onnx_runtimes_memory_address_marker_is_refused(tmp_path, capsys):
+    """ONNX Runtime 1.19 reads a tensor whose location is `*/_ORT_MEM_ADDR_/*` from the process's memory at its
+    offset (1.32 refuses it): refused, even with a file of that name in the folder (the guard before found a
+    regular file in the folder and handed the model to ONNX Runtime); the control, ./weights.bin, is judged."""
+    from where223.graph.loading import MalformedModelError
+
+    marker = "*/_ORT_MEM_ADDR_/*"
+    path = hostile.saved_with_weights(tmp_path / "m", hostile.EXTERNAL_PLACES["initializer"](marker))
+    (tmp_path / "m" / "*" / "_ORT_MEM_ADDR_").mkdir(parents=True)
+    (tmp_path / "m" / marker).write_bytes(hostile.WEIGHTS)
+    code, _, err = _run(["lint", path], capsys)
+    _one_line(code, err, "lint", "names ONNX Runtime's in-memory address marker")
+    with pytest.raises(MalformedModelError, match="in-memory address marker"):
+        judge(path, timeout_s=30)  # in a child, were it handed on: ONNX Runtime reads where the offset points
+    control = hostile.saved_with_weights(tmp_path / "c", hostile.EXTERNAL_PLACES["initializer"]("weights.bin"))
+    assert judge(control).verdict == OrtVerdict.ACCEPTED
+
+
+TOOLS = {
+    "lint": lambda path, tmp: ["lint", path],
+    "blame": lambda path, tmp: ["blame", path, "call"],
+    "draw": lambda path, tmp: ["draw", path, "call", "--stem", tmp / "fig"],
+    "repair": lambda path, tmp: ["repair", path, tmp / "out.onnx"],
+}
+CONTROLS = {  # what each tool says of the control (its data in ./weights.bin): exit code and a part of its output
+    "lint": (0, "no type-constraint violations"),
+    "blame": (1, "carries no source information"),
+    "draw": (0, "fig.svg"),
+    "repair": (0, "no type violation; nothing changed"),
+}
+
+
+@pytest.mark.parametrize("tool", list(TOOLS))
+def test_a_function_constant_outside_the_folder_is_refused_by_every_tool(tool, tmp_path, capsys):
+    """A model-local function's Constant whose data lies at ../secret.bin (onnx 1.16's list of a model's tensors
+    skips function bodies, so it passed, and ONNX Runtime read the file): one line, exit 2, nothing written."""
+    inside, outside = _inside_and_outside(tmp_path, hostile.function_constant)
+    code, out, err = _run(TOOLS[tool](outside, tmp_path), capsys)
+    _one_line(code, err, tool, "tensor 'k' (function local.functions.f, <Constant #0> attribute 'value')")
+    assert code == 2 and out == "" and "resolves outside the model's folder" in err
+    assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "fig.png").exists()
+    code, out, err = _run(TOOLS[tool](inside, tmp_path), capsys)
+    expected, says = CONTROLS[tool]
+    assert code == expected and says in out + err and "refused" not in err, (code, out, err)
+
+
+def test_judge_refuses_a_function_constant_outside_the_folder(tmp_path, capsys, monkeypatch):
+    """`judge` in-process, with a time limit (before its child starts), in its child itself, and of the model held
+    in memory (no folder: any external data is refused); the control, the same in ./weights.bin, is accepted as a
+    file and once its weights are loaded into it."""
+    from where223.graph import ort_child
+    from where223.graph.loading import MalformedModelError, load_model
+
+    inside, outside = _inside_and_outside(tmp_path, hostile.function_constant)
+    for timeout_s in (None, 30):
+        with pytest.raises(MalformedModelError, match=r"'\.\./secret\.bin' resolves outside the model's folder"):
+            judge(outside, timeout_s=timeout_s)
+    monkeypatch.setattr(sys, "argv", ["ort_child", str(outside), '["CPUExecutionProvider"]'])
+    ort_child.main()
+    assert "resolves outside the model's folder" in capsys.readouterr().out
+    held = onnx.load(str(inside), load_external_data=False)
+    with pytest.raises(UnreadableModelError, match="external data 'weights.bin' in a model held in memory"):
+        judge(held)
+    assert judge(inside).verdict == OrtVerdict.ACCEPTED
+    assert judge(load_model(inside, load_weights=True)[0]).verdict == OrtVerdict.ACCEPTED
+
+
+def test_repair_writes_a_function_constant_with_its_data(tmp_path, capsys):
+    """repair reads every tensor's external data (function bodies too) before it saves the model elsewhere: the
+    repaired file holds the function's Constant itself, and ONNX Runtime loads it (it refused the file when the
+    Constant still named weights.bin, which the output's folder does not have)."""
+    from where223.graph import guards
+
+    model = hostile.function_constant("weights.bin")
+    model.graph.input.extend([helper.make_tensor_value_info("cond", hostile.BOOL, [2]),
+                              helper.make_tensor_value_info("h", hostile.F16, [2])])  # fmt: skip
+    model.graph.node.append(helper.make_node("Where", ["cond", "y", "h"], ["w"], name="Where_223"))
+    model.graph.output.append(helper.make_tensor_value_info("w", hostile.F32, [2]))
+    source = hostile.saved_with_weights(tmp_path / "downloaded", model)
+    (tmp_path / "out").mkdir()
+    code, out, err = _run(["repair", source, tmp_path / "out" / "fixed.onnx"], capsys)
+    assert code == 0 and "ONNX Runtime loads the repaired model" in out, (out, err)
+    repaired = onnx.load(str(tmp_path / "out" / "fixed.onnx"), load_external_data=False)
+    assert not list(guards.external_tensors(repaired))
+    assert [t.raw_data for _, t in guards.model_tensors(repaired) if t.name == "k"] == [hostile.WEIGHTS[:8]]
+
+
 # --- 2. hostile structure: one line and bounded time ------------------------------------------------------
 
 
@@ -172,9 +289,41 @@ def test_controls_for_the_structure_guards_pass(tmp_path):
     assert lint_model(hostile.unsorted_but_acyclic()).clean
 
 
+OPSET_TOOLS = {
+    "lint": lambda path, tmp: ["lint", path],
+    "blame": lambda path, tmp: ["blame", path, "Where_223"],
+    "draw": lambda path, tmp: ["draw", path, "--stem", tmp / "fig"],
+    "repair": lambda path, tmp: ["repair", path, tmp / "out.onnx"],
+}
+
+
+@pytest.mark.parametrize("where", ["main", "domain", "function"])
+@pytest.mark.parametrize("version", [2**31, 2**62, -(2**40)])
+def test_an_opset_no_cpp_int_holds_is_one_line_in_every_tool(where, version, tmp_path, capsys):
+    """onnx's schema lookup takes a C++ int (repair raised TypeError at 2**31; ONNX Runtime wraps it around): an
+    opset version outside 0..2**31 - 1, the model's for ai.onnx or another domain or a function's, is refused by
+    every graph tool and by judge; the control, 2**31 - 1, is used (the newest known schemas, with a note)."""
+    from where223.graph.loading import MalformedModelError
+
+    path = tmp_path / "model.onnx"
+    onnx.save(hostile.huge_opset(version, where), str(path))
+    shown = f"opset {version} of " + {"main": "ai.onnx", "domain": "custom.domain", "function": "ai.onnx"}[where]
+    for tool, argv in OPSET_TOOLS.items():
+        code, out, err = _run(argv(path, tmp_path), capsys)
+        _one_line(code, err, tool, shown)
+        assert code == 2 and out == "" and "is not a version onnx can look schemas up at" in err
+    assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "fig.png").exists()
+    for source in (path, hostile.huge_opset(version, where)):
+        with pytest.raises(MalformedModelError, match=shown):
+            judge(source)
+    onnx.save(hostile.huge_opset(2**31 - 1, where), str(path))
+    code, out, err = _run(["lint", path], capsys)
+    assert code == 1 and err == "" and "Optype (Where)" in out
+
+
 def test_an_opset_beyond_the_installed_schemas_says_which_were_used(tmp_path, capsys):
     newest = onnx.defs.onnx_opset_version()
-    for model, declared in ((hostile.huge_opset(), 2**62), (hostile.future_opset(), newest + 1)):
+    for model, declared in ((hostile.huge_opset(2**31 - 1), 2**31 - 1), (hostile.future_opset(), newest + 1)):
         path = tmp_path / "model.onnx"
         onnx.save(model, str(path))
         code, out, err = _run(["lint", path], capsys)

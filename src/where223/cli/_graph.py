@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from where223.cli import _options as options
-from where223.cli._base import Command, say
+from where223.cli._base import Command, say, wrote
 from where223.cli._options import same_file, writable_file
 from where223.errors import UsageError, printable
 from where223.graph.ort import ORT_TIMEOUT_S
@@ -114,8 +114,9 @@ class Blame(Command):
 class Draw(Command):
     """Draw a node's dtype-labelled neighbourhood as PNG and SVG; prints the two paths.
 
-    Exit 0 drawn, 1 no node named and no violation to centre on, 2 bad input or output path. No folder is
-    created: the folder of --stem must exist.
+    At most 24 edges are drawn (the nodes nearest the centre first): beyond that, a line before the paths and the
+    figure's title say how many were left out. Exit 0 drawn, 1 no node named and no violation to centre on, 2 bad
+    input or output path. No folder is created: the folder of --stem must exist.
     """
 
     name = "draw"
@@ -138,7 +139,7 @@ class Draw(Command):
 
         for suffix in (".png", ".svg"):
             writable_file(f"{args.stem}{suffix}")
-        for path in draw_neighbourhood(args.model, args.node, args.hops, args.stem):
+        for path in draw_neighbourhood(args.model, args.node, args.hops, args.stem, say=say):
             say(printable(str(path), None))
         return 0
 
@@ -153,8 +154,12 @@ class Repair(Command):
     in the nearest allowed type that holds it and cast back, saying what it costs. Prints every change with its
     reason. Exit 0 repaired (or nothing to repair: nothing is written), 1 not repairable (the reason; nothing is
     written) or refused by ONNX Runtime, 2 unreadable input (its external weights or eager report included) or
-    an output that cannot be written: a directory, a missing folder (none is created), or the input itself
-    without --in-place. The output is written atomically (a temporary file beside it, then renamed).
+    an output that cannot be written: a directory, a missing folder (none is created), the input itself
+    without --in-place, or with --in-place an input that has other hard links (the repaired file would be a new
+    one under this name alone, the other names keeping the old model: repair into another file instead). The
+    output is written atomically (a temporary file beside it, then renamed), keeping the permissions, owner and
+    group of a file it replaces (owner and group where this user may set them). Interrupted (Ctrl-C, SIGTERM)
+    once the output is written, the one line names it and says its checks did not finish.
     """
 
     name = "repair"
@@ -188,7 +193,12 @@ class Repair(Command):
             if args.output is not None and not same_file(Path(args.output), source):
                 raise UsageError("--in-place overwrites the input: give no output")
             # a symlinked input: the file it points to is rewritten, the link stays a link
-            return writable_file(str(source.resolve()) if source.is_symlink() else args.input)
+            target = writable_file(str(source.resolve()) if source.is_symlink() else args.input)
+            links = target.stat().st_nlink if target.is_file() else 1
+            if links > 1:  # a rename would part this name from the others, which would keep the old model
+                raise UsageError(f"{args.input} has {links - 1} other hard link(s): --in-place would give this name "
+                                 "a new file and leave the old model under the others; repair into another file")
+            return target
         if args.output is None:
             raise UsageError("name the output file, or pass --in-place to overwrite the input")
         output = writable_file(args.output)
@@ -200,6 +210,9 @@ class Repair(Command):
     def run(args: argparse.Namespace) -> int:
         from where223.graph.repair import repair_file
 
+        def written(path: Path) -> None:
+            wrote(path, "its checks (re-lint, ONNX Runtime) did not finish")
+
         repair_file(args.input, Repair.output_path(args), target=args.to, ort_timeout_s=args.ort_timeout, say=say,
-                    eager=args.eager)
+                    eager=args.eager, written=written)
         return 0

@@ -1,7 +1,8 @@
 """Headless figures of ONNX graphs: dtype-labelled neighbourhoods and per-layer precision summaries.
 
 matplotlib's Agg canvas and networkx only (no graphviz, no pyplot state). Layouts are layered by
-longest path, so data flows left to right.
+longest path, so data flows left to right. A neighbourhood draws at most MAX_DRAWN_EDGES edges, and says how many
+it left out.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from where223.graph.blame import blame
 from where223.graph.dtypes import short_type
 from where223.graph.lint import Violation, lint_types
 from where223.graph.loading import ModelLike, find_node, load_model
-from where223.graph.nodes import node_label
+from where223.graph.nodes import collector_paused, node_label
 from where223.graph.types import ModelTypes, Scope, model_types
 
 CONFLICT_COLOUR = "#d62728"
@@ -42,6 +43,11 @@ TITLE_NAME_LIMIT = 80
 # Inches per layer of a neighbourhood and per row of a grid: small enough for MIN_TEXT_PX at page width.
 _LAYER_WIDTH = 1.75
 _ROW_HEIGHT = 0.2
+# Edges of a neighbourhood drawn, at most: a figure at its tallest (24 in, `_figure_size`) holds 25 boxes in a layer,
+# which 24 edges cannot overfill, and laying out a node's 100,000 inputs took hours. The nodes nearest the centre
+# (breadth first) are drawn; the title and `where223 draw` say how many edges were left out. GPT-2's 2- and 3-hop
+# neighbourhoods of its Where have 9 and 21.
+MAX_DRAWN_EDGES = 24
 
 
 def _cut(text: str, limit: int = _BOX_CHARS) -> str:
@@ -69,27 +75,41 @@ def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list
     Sources (those, and nodes without inputs such as Constant) end the walk: a constant shared by
     every layer does not pull every layer in.
     An edge is `conflict` when it carries an offending value of a violation at either end.
+
+    At most MAX_DRAWN_EDGES edges are drawn (a node with 100,000 inputs would take hours to lay out): the nodes
+    are taken in breadth-first order from the centre while their edges fit. The graph's attributes say how many
+    edges lie within `hops` (`edges_within`) and how many of them were left out (`left_out`).
     """
+    with collector_paused():  # a dict and two lists per edge: collections would traverse them again and again
+        return _neighbourhood(types, node_name, hops, violations)
+
+
+def _neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list[Violation]) -> nx.DiGraph:
     path, centre_index, _ = find_node(types.scopes[""].graph, node_name)
     scope: Scope = types.scopes[path]
     nodes = list(scope.graph.node)
     producer: dict[str, str] = {}
-    full = nx.DiGraph()
+    # the whole graph in plain dicts (networkx only for what is drawn): a node's attributes, its out-edges' data (in
+    # the order they were made), its neighbours either way (one entry per edge), and the nodes with an in-edge
+    attributes: dict[str, dict[str, object]] = {}
+    out_edges: dict[str, dict[str, dict[str, object]]] = {}
+    adjacent: dict[str, list[str]] = {}
+    has_input: set[str] = set()
     # one key per drawn node: a node's label, made unique when two nodes share a name (or a name looks like a
     # source's key), so that a model cannot merge two nodes into one (and make a cycle of them)
     keys: list[str] = []
 
-    def unique(key: str) -> str:
+    def add(key: str, data: dict[str, object]) -> str:
         candidate, k = key, 1
-        while candidate in full:
+        while candidate in attributes:
             k += 1
             candidate = f"{key} #{k}"
+        attributes[candidate], out_edges[candidate], adjacent[candidate] = data, {}, []
         return candidate
 
     for index, node in enumerate(nodes):
-        label = unique(node_label(node, index))
+        label = add(node_label(node, index), {"kind": "op", "op_type": node.op_type, "name": node.name})
         keys.append(label)
-        full.add_node(label, kind="op", op_type=node.op_type, name=node.name)
         producer.update({out: label for out in node.output if out})
     graph_outputs = {v.name for v in scope.graph.output}
     graph_inputs = {v.name for v in scope.graph.input}
@@ -97,15 +117,16 @@ def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list
     here = [v for v in violations if v.subgraph == path and v.node_index < len(nodes)]
     offending = {(keys[v.node_index], b.io, b.name) for v in here for b in v.offending}
     bad_nodes = {keys[v.node_index] for v in here}
-    sources: dict[str, str] = {}
+    sources: dict[tuple[str, str], str] = {}
 
     def connect(source: str, target: str, value: str, conflict: bool) -> None:
-        data = full.get_edge_data(source, target)
+        data = out_edges[source].get(target)
         if data is None:
-            full.add_edge(source, target, values=[], dtypes=[], conflict=False)
-            data = full.edges[source, target]
+            data = out_edges[source][target] = {"values": [], "conflict": False}  # dtypes: once drawn
+            adjacent[source].append(target)
+            adjacent[target].append(source)
+            has_input.add(target)
         data["values"].append(value)
-        data["dtypes"].append(short_type(scope.type_of(value) or "?"))
         data["conflict"] = data["conflict"] or conflict
 
     for index, node in enumerate(nodes):
@@ -118,37 +139,64 @@ def neighbourhood(types: ModelTypes, node_name: str, hops: int, violations: list
                 else:
                     kind = "input" if value in graph_inputs else "outer"
                 if (kind, value) not in sources:
-                    sources[(kind, value)] = unique(f"{kind}:{value}")
-                    full.add_node(sources[(kind, value)], kind=kind, op_type=kind, name=value)
+                    sources[(kind, value)] = add(f"{kind}:{value}", {"kind": kind, "op_type": kind, "name": value})
                 source = sources[(kind, value)]
-            conflict = (label, "input", value) in offending or (source, "output", value) in offending
+            conflict = bool(offending) and (
+                (label, "input", value) in offending or (source, "output", value) in offending
+            )
             connect(source, label, value, conflict)
         for value in (v for v in node.output if v in graph_outputs):
             if ("output", value) not in sources:
-                sources[("output", value)] = unique(f"output:{value}")
-                full.add_node(sources[("output", value)], kind="output", op_type="output", name=value)
+                sources[("output", value)] = add(
+                    f"output:{value}", {"kind": "output", "op_type": "output", "name": value}
+                )
             connect(label, sources[("output", value)], value, (label, "output", value) in offending)
-    for label in bad_nodes & set(full.nodes):
-        full.nodes[label]["violation"] = True
+    for label in bad_nodes:
+        attributes[label]["violation"] = True
 
     centre = keys[centre_index]
-    seen = {centre: 0}
+    seen = {centre: 0}  # node -> hops from the centre, in breadth-first order
     queue = deque([centre])
-    undirected = full.to_undirected(as_view=True)
     while queue:
         current = queue.popleft()
-        is_source = full.in_degree(current) == 0 or full.nodes[current]["kind"] != "op"
+        is_source = current not in has_input or attributes[current]["kind"] != "op"
         if seen[current] == hops or (is_source and current != centre):
             continue
-        for other in undirected.neighbors(current):
+        for other in adjacent[current]:
             if other not in seen:
                 seen[other] = seen[current] + 1
                 queue.append(other)
-    # built in the model's order: networkx's subgraph views iterate a set, whose order changes per process
-    sub = nx.DiGraph(centre=centre, subgraph=path)
-    sub.add_nodes_from((node, full.nodes[node]) for node in full.nodes if node in seen)
-    sub.add_edges_from((u, v, data) for u, v, data in full.edges(data=True) if u in seen and v in seen)
+    # the longest breadth-first prefix whose edges (each counted at its later end) fit under the cap
+    position = {node: k for k, node in enumerate(seen)}
+    within = drawn = 0
+    kept: set[str] = set()
+    for node, k in position.items():
+        own = sum(1 for other in adjacent[node] if position.get(other, k) < k)
+        within += own
+        if within <= MAX_DRAWN_EDGES and len(kept) == k:
+            drawn = within
+            kept.add(node)
+    # built in the model's order, as networkx would list the whole graph's nodes and edges
+    sub = nx.DiGraph(centre=centre, subgraph=path, edges_within=within, left_out=within - drawn)
+    sub.add_nodes_from((node, data) for node, data in attributes.items() if node in kept)
+    drawn_edges = [(u, v, d) for u, targets in out_edges.items() if u in kept for v, d in targets.items() if v in kept]
+    sub.add_edges_from(
+        (u, v, {"values": d["values"], "dtypes": [short_type(scope.type_of(value) or "?") for value in d["values"]],
+                "conflict": d["conflict"]})
+        for u, v, d in drawn_edges
+    )  # fmt: skip
     return sub
+
+
+def left_out_note(graph: nx.DiGraph) -> str:
+    """What a capped neighbourhood left out ('' when nothing): `120 of 100,001 edges drawn, 99,881 left out`."""
+    left_out = graph.graph.get("left_out", 0)
+    if not left_out:
+        return ""
+    within = graph.graph["edges_within"]
+    return (
+        f"{within - left_out:,} of {within:,} edges drawn, {left_out:,} left out (at most {MAX_DRAWN_EDGES} are drawn)"
+    )
 
 
 def _layers(graph: nx.DiGraph) -> dict[str, int]:
@@ -263,11 +311,13 @@ def draw_neighbourhood(
     hops: int,
     path_stem: str | os.PathLike[str],
     highlight: list[Violation] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """PNG and SVG of the nodes within `hops` of `node_name`, every edge labelled by its dtype.
 
     `highlight` defaults to the model's own lint violations; their offending edges are drawn red. Without
-    `node_name` the drawing centres on the first of them (NothingToDrawError when there is none).
+    `node_name` the drawing centres on the first of them (NothingToDrawError when there is none). When more than
+    MAX_DRAWN_EDGES edges lie within `hops`, the title says how many were left out, and so does `say` (given).
     """
     types, violations = _typed(model)
     shown = violations if highlight is None else highlight
@@ -275,7 +325,7 @@ def draw_neighbourhood(
         if not shown:
             raise NothingToDrawError("the model has no violations; name a node to draw")
         node_name = shown[0].node
-    return _render(types, shown, node_name, hops, path_stem)
+    return _render(types, shown, node_name, hops, path_stem, say)
 
 
 def _render(
@@ -284,12 +334,17 @@ def _render(
     node_name: str,
     hops: int,
     path_stem: str | os.PathLike[str],
+    say: Callable[[str], None] | None = None,
 ) -> list[Path]:
     graph = neighbourhood(types, node_name, hops, violations)
     figure = new_figure(_figure_size(graph))
+    name = printable(node_name, TITLE_NAME_LIMIT)
     where = f" in {printable(graph.graph['subgraph'], TITLE_NAME_LIMIT)}" if graph.graph["subgraph"] else ""
-    title = f"{printable(node_name, TITLE_NAME_LIMIT)}{where}: {hops}-hop neighbourhood"
-    _draw_on(figure.add_subplot(1, 1, 1), graph, title)
+    title = f"{name}{where}: {hops}-hop neighbourhood"
+    note = left_out_note(graph)
+    if note and say is not None:
+        say(f"{name}{where}, {hops}-hop neighbourhood: {note}")
+    _draw_on(figure.add_subplot(1, 1, 1), graph, f"{title}\n{note}" if note else title)
     return save_figure(figure, path_stem)
 
 
@@ -312,7 +367,8 @@ def draw_before_after(
     figure = new_figure((max(w for w, _ in sizes), sum(h for _, h in sizes)))
     axes = figure.subplots(2, 1, gridspec_kw={"height_ratios": [h for _, h in sizes]})
     for ax, graph, title in zip(axes, graphs, titles, strict=True):
-        _draw_on(ax, graph, title)
+        note = left_out_note(graph)
+        _draw_on(ax, graph, f"{title}\n{note}" if note else title)
     figure.tight_layout()
     return save_figure(figure, path_stem)
 

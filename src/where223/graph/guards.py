@@ -2,11 +2,13 @@
 
 A model someone downloaded is hostile input. onnx's function inliner and shape inference recurse without a
 limit (a model-local function that calls itself crashes the process), inlining is exponential in a chain of
-functions that each call the next twice, a graph with a cycle has no order to check it in, and onnx's loader
-follows an external-data location that is a symlink out of the model's folder. `check_structure` refuses the
-first three with a one-line `MalformedModelError` (exit 2 on the command line); `check_external_data` refuses
-weights that lie outside the model's folder or past the end of their file. Both read the protobuf only: no
-weights, no onnx C++ calls.
+functions that each call the next twice, a graph with a cycle has no order to check it in, an opset version past
+a C++ int breaks onnx's schema lookup, and onnx's loader and ONNX Runtime follow an external-data location out of
+the model's folder (`../secret.bin`, or a symlink). `check_structure` refuses the first four with a one-line
+`MalformedModelError` (exit 2 on the command line); `check_external_locations` refuses external data outside the
+model's folder, and `check_external_data` also data that is missing or past the end of its file, for every tensor
+`model_tensors` finds (our own walk: function bodies and sparse tensors included, whatever onnx is installed).
+They read the protobuf only: no weights, no onnx C++ calls.
 
 Limits (README's "Limits"): MAX_INLINED_NODES nodes after inlining every model-local function.
 """
@@ -16,13 +18,15 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import filterfalse
 from pathlib import Path
+from typing import NamedTuple
 
 import onnx
 
-from where223.graph.nodes import ReadGraph, node_label, read_graphs, reads
+from where223.errors import printable
+from where223.graph.nodes import ReadGraph, node_label, read_graphs, reads, subgraph_path
 
 MAX_INLINED_NODES = 1_000_000  # nodes the model would have once every model-local function is inlined
 _INT32_MAX = 2**31 - 1  # onnx's schema registry takes opset versions as C++ ints
@@ -167,8 +171,6 @@ def _cycle_in(read: ReadGraph, where: str) -> str | None:
 def check_acyclic(model: onnx.ModelProto) -> list[ReadGraph]:
     """Refuse a model any of whose graphs, subgraphs or function bodies has a cycle; the main graph's graphs, read
     on the way (`nodes.read_graphs`)."""
-    from where223.errors import printable
-
     graphs = read_graphs(model.graph)
     scopes = [(f"subgraph {read.path}" if read.path else "main graph", read) for read in graphs]
     for function in model.functions:
@@ -182,9 +184,26 @@ def check_acyclic(model: onnx.ModelProto) -> list[ReadGraph]:
     return graphs
 
 
+def check_opsets(model: onnx.ModelProto) -> None:
+    """Refuse an opset version (the model's or a model-local function's, in any domain) that onnx's schema registry
+    cannot take: a C++ int, so below 0 or at 2**31 and past (onnx's `get_schema` raises TypeError on it, ONNX Runtime
+    reads it wrapped around)."""
+    imports = [("", opset) for opset in model.opset_import]
+    imports += [
+        (f" of function {printable(f.domain)}.{printable(f.name)}", o) for f in model.functions for o in f.opset_import
+    ]
+    for where, opset in imports:
+        if not 0 <= opset.version <= _INT32_MAX:
+            raise StructureError(
+                f"opset {opset.version} of {printable(opset.domain or 'ai.onnx')}{where} is not a version onnx can "
+                f"look schemas up at (0 to 2**31 - 1): refused"
+            )
+
+
 def check_structure(model: onnx.ModelProto) -> list[ReadGraph]:
     """Every check that must pass before onnx's inliner, shape inference or ONNX Runtime sees the model; the main
     graph's graphs, read on the way (`nodes.read_graphs`), for the walks that follow."""
+    check_opsets(model)
     check_functions(model)
     return check_acyclic(model)
 
@@ -204,7 +223,7 @@ def usable_opsets(declared: dict[str, int]) -> tuple[dict[str, int], list[str]]:
     """The opset versions to look schemas up at, and a note for each declared version beyond what onnx knows.
 
     A version newer than the installed onnx's schemas is looked up at the newest known one (the schemas in
-    force at that version); a version onnx's C++ registry cannot even hold is cut the same way.
+    force at that version); one onnx's C++ registry cannot even hold is refused before (`check_opsets`).
     """
     usable, notes = {}, []
     newest = newest_opsets()
@@ -222,40 +241,162 @@ def usable_opsets(declared: dict[str, int]) -> tuple[dict[str, int], list[str]]:
     return usable, notes
 
 
-def external_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor whose data the model keeps in an external file (onnx's own list of them)."""
-    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+class ExternalData(NamedTuple):
+    """One tensor's external data, as the guards allow it to be read: where the tensor lies (for messages), the
+    tensor, its file (symlinks resolved, inside the model's folder), and the byte range (length None: to the end)."""
 
-    return (tensor for tensor in _get_all_tensors(model) if uses_external_data(tensor))
+    where: str
+    tensor: onnx.TensorProto
+    file: Path
+    offset: int
+    length: int | None
 
 
-def check_external_data(model: onnx.ModelProto, folder: Path) -> None:
-    """Refuse external weight data that resolves outside `folder` (after symlinks), is not a regular file, or
-    claims bytes past the end of its file."""
-    base = folder.resolve()
-    for tensor in external_tensors(model):
-        info = {entry.key: entry.value for entry in tensor.external_data}
-        location = info.get("location", "")
-        if not location or os.path.isabs(location):
-            raise StructureError(f"tensor {tensor.name!r}: external data location {location!r} is not a relative path")
+# ONNX Runtime's location for data already in memory (`*/_ORT_MEM_ADDR_/*`, its offset an address): 1.19 honours it in
+# a model file too, and 1.32 refuses it there ("not allowed in a model protobuf"); no file may be named after it
+ORT_MEMORY_MARKER = "_ORT_MEM_ADDR_"
+
+_A = onnx.AttributeProto
+# attributes declared a number, a string or a type: every reader (ONNX Runtime, onnx-ir, our loader) takes them as
+# that, so a tensor or graph field set beside the declaration is never read (skipping them keeps the walk quick)
+_PLAIN = frozenset({_A.FLOAT, _A.INT, _A.STRING, _A.FLOATS, _A.INTS, _A.STRINGS, _A.TYPE_PROTO, _A.TYPE_PROTOS})
+
+
+def _attribute_tensors(attr: onnx.AttributeProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """The tensors an attribute (not `_PLAIN`) holds, whichever of its fields holds them: a reader may go by its
+    declared type or by what is set (an attribute without a type)."""
+    if attr.HasField("t"):
+        yield "", attr.t
+    for k, tensor in enumerate(attr.tensors):
+        yield f"[{k}]", tensor
+    sparse = [("", attr.sparse_tensor)] if attr.HasField("sparse_tensor") else []
+    for own, tensor in (*sparse, *((f"[{k}]", s) for k, s in enumerate(attr.sparse_tensors))):
+        yield f"{own} values", tensor.values
+        yield f"{own} indices", tensor.indices
+
+
+def model_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """Every tensor of the model a runtime or onnx may read, with where it lies: the initializers and sparse
+    initializers (their values and indices) of the main graph, its subgraphs and the training graphs, and every
+    tensor, tensor list and sparse tensor held by a node attribute there (but one declared a number, a string or a
+    type: `_PLAIN`), in model-local function bodies (their subgraphs included) and among the functions' default
+    attribute values. Our own walk, without recursion: onnx's private `_get_all_tensors` skips function bodies in
+    onnx 1.16, and sparse tensors in 1.16 and 1.23 alike.
+    """
+    # pending: (the scope's name, nodes to walk, a graph whose initializers come first or None, attributes to walk)
+    pending: list[tuple[str, onnx.GraphProto | None, Iterable[onnx.NodeProto], Iterable[onnx.AttributeProto]]] = []
+    pending.append(("main graph", model.graph, model.graph.node, ()))
+    for k, training in enumerate(model.training_info):
+        for part in ("initialization", "algorithm"):
+            graph = getattr(training, part)
+            pending.append((f"training_info[{k}].{part}", graph, graph.node, ()))
+    for function in model.functions:
+        name = f"function {printable(function.domain)}.{printable(function.name)}"
+        pending.append((name, None, function.node, function.attribute_proto))
+    while pending:
+        scope, graph, nodes, defaults = pending.pop()
+        if graph is not None:
+            for tensor in graph.initializer:
+                yield f"{scope}, initializer", tensor
+            for sparse in graph.sparse_initializer:
+                yield f"{scope}, sparse initializer (values)", sparse.values
+                yield f"{scope}, sparse initializer (indices)", sparse.indices
+        for attr in defaults:
+            for part, tensor in _attribute_tensors(attr):
+                yield f"{scope}, default of attribute {printable(attr.name)!r}{part}", tensor
+        for index, node in enumerate(nodes):
+            for attr in node.attribute:
+                if attr.type in _PLAIN:
+                    continue
+                for part, tensor in _attribute_tensors(attr):
+                    yield (
+                        f"{scope}, {printable(node_label(node, index))} attribute {printable(attr.name)!r}{part}",
+                        tensor,
+                    )
+                inner = [(attr.name, attr.g)] if attr.HasField("g") else []
+                inner += [(f"{attr.name}[{k}]", sub) for k, sub in enumerate(attr.graphs)]
+                for own, sub in inner:
+                    where = f"{scope}, subgraph {printable(subgraph_path('', node, index, own))}"
+                    pending.append((where, sub, sub.node, ()))
+
+
+def external_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """`model_tensors` whose data the model keeps in an external file (as onnx and ONNX Runtime decide it: the
+    tensor's data_location is EXTERNAL)."""
+    external = onnx.TensorProto.EXTERNAL
+    return ((where, tensor) for where, tensor in model_tensors(model) if tensor.data_location == external)
+
+
+def _refusal(where: str, tensor: onnx.TensorProto, reason: str) -> StructureError:
+    return StructureError(f"tensor {printable(tensor.name)!r} ({where}): {reason}")
+
+
+def _located(where: str, tensor: onnx.TensorProto, base: Path) -> tuple[Path, dict[str, str]]:
+    """The file a tensor's external data names, resolved (symlinks followed) and inside `base`, with its entries."""
+    info = {entry.key: entry.value for entry in tensor.external_data}
+    location = info.get("location", "")
+    shown = printable(location)
+    if not location or os.path.isabs(location):
+        raise _refusal(where, tensor, f"external data location {shown!r} is not a relative path")
+    if ORT_MEMORY_MARKER in location:
+        raise _refusal(
+            where, tensor, f"external data location {shown!r} names ONNX Runtime's in-memory address marker (ONNX "
+            "Runtime 1.19 reads the process's memory at its offset): refused"
+        )  # fmt: skip
+    try:
         file = (base / location).resolve()
-        if not file.is_relative_to(base):
-            raise StructureError(
-                f"tensor {tensor.name!r}: external data {location!r} resolves outside the model's folder: refused"
-            )
+    except (OSError, ValueError, RuntimeError) as error:  # a NUL in it, a symlink loop
+        raise _refusal(where, tensor, f"external data location {shown!r} cannot be resolved ({error})") from None
+    if not file.is_relative_to(base):
+        raise _refusal(where, tensor, f"external data {shown!r} resolves outside the model's folder: refused")
+    return file, info
+
+
+def check_external_locations(model: onnx.ModelProto, folder: Path) -> None:
+    """Refuse a model any of whose tensors (`model_tensors`) keeps its data at a location that is absolute or
+    resolves outside `folder` (after symlinks): the rule every tool applies to a model it opens, though it reads
+    no weights. A missing file is no refusal here: the weights are not needed to read the graph."""
+    base = folder.resolve()
+    for where, tensor in external_tensors(model):
+        _located(where, tensor, base)
+
+
+def check_external_data(model: onnx.ModelProto, folder: Path) -> list[ExternalData]:
+    """What `check_external_locations` refuses, and external data that is not a regular file or claims bytes past
+    the end of its file; the external data of every tensor (`model_tensors`), checked, for a reader to read."""
+    base = folder.resolve()
+    found = []
+    for where, tensor in external_tensors(model):
+        file, info = _located(where, tensor, base)
+        shown = printable(info.get("location", ""))
         if not file.is_file():
-            raise StructureError(f"tensor {tensor.name!r}: external data file {location!r} is missing or not a file")
+            raise _refusal(where, tensor, f"external data file {shown!r} is missing or not a file")
         try:
             offset, length = int(info.get("offset") or 0), info.get("length")
-        except ValueError as error:
-            raise StructureError(f"tensor {tensor.name!r}: external data offset is not a number") from error
-        available = file.stat().st_size - offset
-        try:
-            wanted = available if length is None else int(length)
-        except ValueError as error:
-            raise StructureError(f"tensor {tensor.name!r}: external data length is not a number") from error
-        if offset < 0 or wanted < 0 or wanted > available:
-            raise StructureError(
-                f"tensor {tensor.name!r}: external data claims {wanted:,} bytes at offset {offset:,} of "
-                f"{location!r}, which holds {file.stat().st_size:,}"
+            wanted = None if length is None else int(length)
+        except ValueError:
+            raise _refusal(where, tensor, "external data offset or length is not a number") from None
+        size = file.stat().st_size
+        available = size - offset
+        if offset < 0 or available < 0 or (wanted is not None and not 0 <= wanted <= available):
+            claimed = f"{wanted:,}" if wanted is not None else "the rest of its"
+            raise _refusal(
+                where,
+                tensor,
+                f"external data claims {claimed} bytes at offset {offset:,} of {shown!r}, which holds {size:,}",
             )
+        found.append(ExternalData(where, tensor, file, offset, wanted))
+    return found
+
+
+def check_in_memory(model: onnx.ModelProto) -> None:
+    """Refuse an in-memory model with external data: it has no folder to keep its weights in, so a runtime would
+    look for them relative to whatever directory it runs in."""
+    for where, tensor in external_tensors(model):
+        location = printable(next((e.value for e in tensor.external_data if e.key == "location"), ""))
+        raise _refusal(
+            where,
+            tensor,
+            f"external data {location!r} in a model held in memory (no folder to read it from): "
+            "save the model to a file, or load its weights into it first",
+        )

@@ -1,8 +1,10 @@
 """Opening ONNX models without their weights, with one-line errors for files that are not models.
 
 Every model passes `where223.graph.guards` on the way in: recursion among its functions, an exponential
-inlining, a cycle, and external weights outside the model's folder are refused here, before onnx's own code
-(which would crash, hang or read the file) sees them.
+inlining, a cycle, an opset version onnx cannot look up, and (for a file) external data of any tensor outside the
+model's folder are refused here, before onnx's own code (which would crash, hang or read the file) sees them.
+Weights are read only by `load_weights_into`, which reads every tensor's external data itself, once the guards
+allow it; ONNX Runtime gets a model only past `guard_for_runtime` (a file) or `guard_in_memory` (a ModelProto).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
-import onnx.external_data_helper
 from google.protobuf.message import DecodeError
 
 from where223.errors import UsageError, printable
@@ -90,10 +91,12 @@ def open_model(source: ModelLike) -> OpenedModel:
 
 
 def _opened(model: onnx.ModelProto, path: Path | None) -> OpenedModel:
-    """The guards (`guards.check_structure`), the model's graphs read on the way; a refusal as a one-line
-    MalformedModelError naming the model."""
+    """The guards (`guards.check_structure`, and for a file `guards.check_external_locations`), the model's graphs
+    read on the way; a refusal as a one-line MalformedModelError naming the model."""
     try:
         graphs = guards.check_structure(model)
+        if path is not None:
+            guards.check_external_locations(model, path.parent)
     except guards.StructureError as error:
         raise MalformedModelError(f"{path or '<model>'}: {error}") from error
     return OpenedModel(model, path, graphs)
@@ -113,13 +116,14 @@ def load_model(source: ModelLike, load_weights: bool = False) -> tuple[onnx.Mode
     return opened.model, opened.path
 
 
-def check_weights_of(model: onnx.ModelProto, path: Path | None) -> None:
+def check_weights_of(model: onnx.ModelProto, path: Path | None) -> list[guards.ExternalData]:
     """UnreadableModelError unless every external weight file of the model loaded from `path` lies inside its
-    folder (symlinks resolved) and holds the bytes it is said to; nothing is read (None: in memory, no folder)."""
+    folder (symlinks resolved) and holds the bytes it is said to; nothing is read (None: in memory, no folder).
+    Every tensor's external data, checked (`guards.check_external_data`)."""
     if path is None:
-        return
+        return []
     try:
-        guards.check_external_data(model, path.parent)
+        return guards.check_external_data(model, path.parent)
     except guards.StructureError as error:
         raise UnreadableModelError(f"{path}: its external weight data cannot be read: {error}") from error
 
@@ -137,13 +141,33 @@ def guard_for_runtime(source: str | os.PathLike[str]) -> None:
     check_weights_of(model, path)
 
 
-def load_weights_into(model: onnx.ModelProto, path: Path) -> None:
-    """Read the external weight data of a model loaded from `path`, once the guards allow every file of it."""
-    check_weights_of(model, path)
+def guard_in_memory(model: onnx.ModelProto) -> None:
+    """Before ONNX Runtime is handed an in-memory model: what the guards refuse (MalformedModelError), and external
+    data of any tensor (UnreadableModelError): held in memory, the model has no folder, and ONNX Runtime would look
+    for the data relative to the directory it runs in."""
+    open_model(model)
     try:
-        onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
-    except (OSError, ValueError, MemoryError, onnx.checker.ValidationError) as exc:
-        raise UnreadableModelError(f"{path}: its external weight data cannot be read ({exc})") from exc
+        guards.check_in_memory(model)
+    except guards.StructureError as error:
+        raise UnreadableModelError(f"<model>: {error}") from error
+
+
+def load_weights_into(model: onnx.ModelProto, path: Path) -> None:
+    """Read the external data of every tensor of a model loaded from `path` into it (`guards.model_tensors`: function
+    bodies and sparse tensors too, which onnx's own loader skips in some releases), once the guards allow every
+    file of it; each tensor then holds its data itself, so the model can be saved anywhere."""
+    for found in check_weights_of(model, path):
+        try:
+            with found.file.open("rb") as handle:
+                handle.seek(found.offset)
+                data = handle.read() if found.length is None else handle.read(found.length)
+        except (OSError, MemoryError) as exc:
+            raise UnreadableModelError(f"{path}: its external weight data cannot be read ({exc})") from exc
+        if found.length is not None and len(data) != found.length:
+            raise UnreadableModelError(f"{path}: its external weight data changed while it was read")
+        found.tensor.raw_data = data
+        found.tensor.data_location = onnx.TensorProto.DEFAULT
+        del found.tensor.external_data[:]
 
 
 def subgraphs(graph: onnx.GraphProto, path: str = "") -> list[tuple[str, onnx.GraphProto]]:

@@ -189,9 +189,10 @@ def extract_neighbourhood(
     """
     from where223.graph.draw import neighbourhood
     from where223.graph.lint import lint_types
+    from where223.graph.loading import load_model
     from where223.graph.types import model_types
 
-    model = onnx.load(os.fspath(model_path), load_external_data=False)
+    model, _ = load_model(model_path)  # the guards: no weights read, none outside the model's folder referenced
     types = model_types(model)
     around = neighbourhood(types, node_name, hops, lint_types(types).violations)
     if around.graph["subgraph"]:

@@ -237,14 +237,18 @@ def load_session(
     meets its kernel lookup as written, and ONNX Runtime's own error log silenced (a kernel constructor refusing a
     placeholder attribute is expected there; the refusal is still raised).
 
-    A path passes the graph guards first (`where223.graph.loading`): ONNX Runtime reads a model's external
-    weights itself and follows a symlink out of its folder, so those are refused here (UnreadableModelError).
+    The model passes the graph guards first (`where223.graph.loading`): ONNX Runtime reads a model's external
+    weights itself and follows a location or a symlink out of its folder, so those are refused here
+    (UnreadableModelError), as is any external data of an in-memory model (it has no folder), and what the
+    structure guards refuse (MalformedModelError).
     """
     import onnx
 
-    if not isinstance(model_or_path, onnx.ModelProto):
-        from where223.graph.loading import guard_for_runtime
+    from where223.graph.loading import guard_for_runtime, guard_in_memory
 
+    if isinstance(model_or_path, onnx.ModelProto):
+        guard_in_memory(model_or_path)
+    else:
         guard_for_runtime(model_or_path)
     onnxruntime = import_onnxruntime()
     options = onnxruntime.SessionOptions()
@@ -286,14 +290,16 @@ def judge(
 def _judge_in_child(
     model_or_path: ModelLike, providers: Sequence[str], timeout_s: float, probe: bool = False
 ) -> OrtJudgement:
-    with tempfile.TemporaryDirectory(prefix="where223-judge-") as scratch:
-        if isinstance(model_or_path, (str, os.PathLike)):
-            from where223.graph.loading import guard_for_runtime
+    from where223.graph.loading import guard_for_runtime, guard_in_memory
 
-            guard_for_runtime(model_or_path)  # here, so that a refusal is one line, not the child's
+    with tempfile.TemporaryDirectory(prefix="where223-judge-") as scratch:
+        # the guards here, so that a refusal is one line, not the child's (which guards again: `load_session`)
+        if isinstance(model_or_path, (str, os.PathLike)):
+            guard_for_runtime(model_or_path)
             path = os.fspath(model_or_path)
             shown = None
         else:
+            guard_in_memory(model_or_path)
             path = os.path.join(scratch, "model.onnx")
             Path(path).write_bytes(model_or_path.SerializeToString())
             shown = "<model>"

@@ -79,8 +79,9 @@ def _formal(param: onnx.defs.OpSchema.FormalParameter) -> Formal:
 
 @functools.cache
 def op_schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | None:
-    """onnx's schema of an op at an opset of its domain, None when onnx has none."""
-    if not onnx.defs.has(op_type, domain):
+    """onnx's schema of an op at an opset of its domain, None when onnx has none (or the opset is no C++ int, which
+    `guards.check_opsets` refuses in a model before this is asked)."""
+    if not onnx.defs.has(op_type, domain) or not 0 <= opset < 2**31:
         return None
     try:
         return onnx.defs.get_schema(op_type, opset, domain)
