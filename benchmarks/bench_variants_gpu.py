@@ -371,7 +371,7 @@ def compare_emulation(device: str, out_root: Path, scratch: Path, only: list[str
     record["seconds"] = round(time.perf_counter() - started, 1)
     out = out_root / EMULATION_RECORD
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    out.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")  # strict JSON; it holds no float but `seconds`
     record["path"] = str(out)
     return record
 

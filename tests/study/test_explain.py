@@ -35,12 +35,14 @@ def test_a_refused_where_is_explained(tmp_path, capsys):
 
 def test_the_control_with_matching_types_is_accepted_and_compared(tmp_path, capsys):
     args = ["explain", "--factory", f"{MODELS}:matched", "--inputs", f"{MODELS}:example", "--exporter",
-            "torchscript", "--out", str(tmp_path), "--json"]
+            "torchscript", "--opset", "17", "--out", str(tmp_path), "--json"]  # an opset given: the control of
+    # tests/study/test_explain_untrusted.py's bad ones
     assert main(args) == 0
     said = json.loads(capsys.readouterr().out)
     record = json.loads((tmp_path / "record.json").read_text())
     assert said["outcome"] in ("accepted", "missing_kernel") and said["node"] is None
     assert record["numerics"]["status"] == "measured" and record["numerics"]["within_tolerance"] is True
+    assert record["settings"]["opset"] == 17 and record["onnx_opset"] == 17
 
 
 def test_usage_errors_are_one_line(tmp_path, capsys):

@@ -16,6 +16,7 @@ outcome (`where223.sweep.space.is_done`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import math
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from where223.errors import UsageError
+from where223.errors import UsageError, printable
 from where223.outcomes import Outcome
 from where223.pipeline import paths, publish
 from where223.sweep import stacks as stack_tools
@@ -149,11 +150,14 @@ def connect(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
-        try:
-            return Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
-        except (OSError, TimeoutError, ValueError) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise UsageError(f"cannot reach the Dask scheduler {scheduler}: {first}") from None
+        why = not_a_scheduler(scheduler, CONNECT_TIMEOUT_S)
+        if why is None:
+            try:
+                return Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
+            except Exception as error:  # noqa: BLE001 - it answered a moment ago; gone since, or refusing clients
+                _abandon(error)
+                why = _first_line(error)
+        raise UsageError(f"cannot reach the Dask scheduler {printable(scheduler, 120)}: {why}")
     with dask.config.set(SCHEDULER_CONFIG):
         cluster = LocalCluster(
             n_workers=workers or os.cpu_count() or 1,
@@ -163,6 +167,81 @@ def connect(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
             silence_logs=40,
         )
     return Client(cluster, set_as_default=False), cluster
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return printable(f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__, 300)
+
+
+def not_a_scheduler(address: str, timeout_s: float) -> str | None:
+    """None when `address` answers as a Dask scheduler within `timeout_s`; else why not, in one line.
+
+    Asked before a `Client` is made, on a connection of its own: a `Client` given something else does worse than
+    fail (an HTTP server's reply read as a frame length: an allocation of exbibytes; a server that waits for a
+    line: a hang past the timeout), and one that fails in its constructor prints a traceback when it is
+    collected (`Client.__del__`). A connection refused is retried until the timeout, as Dask does (a scheduler
+    may be starting)."""
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm import connect as open_comm
+    from distributed.comm.addressing import parse_address
+    from distributed.comm.registry import get_backend
+    from distributed.security import Security
+
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme).get_address_host_port(location)
+    except NotImplementedError:  # no host and port to check (inproc://, a scheduler in this process)
+        pass
+    except ValueError as error:
+        return f"not a Dask address ({_first_line(error)})"
+
+    async def identity() -> Any:
+        comm = await open_comm(address, timeout=0.8 * timeout_s, **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded() -> Any:
+        return await asyncio.wait_for(identity(), timeout_s)
+
+    # Its own thread and event loop: the caller may be inside one (a notebook's).
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="where223-ask-scheduler") as pool:
+        try:
+            answer = pool.submit(asyncio.run, bounded()).result()
+        except (TimeoutError, asyncio.TimeoutError):
+            return f"no answer as a Dask scheduler within {timeout_s:g} s"
+        except OSError as error:  # Dask's own connect timeout (80% of ours), with the last attempt's error
+            for _ in range(8):
+                error = error.__cause__ or error.__context__ or error
+            return f"no answer as a Dask scheduler within {timeout_s:g} s ({_first_line(error)})"
+        except Exception as error:  # noqa: BLE001 - whatever answered, it does not speak Dask's protocol
+            return f"it does not answer as Dask ({_first_line(error)})"
+    if isinstance(answer, dict) and answer.get("type") == "Scheduler":
+        return None
+    if isinstance(answer, dict) and isinstance(answer.get("type"), str):
+        return f"it answers as a Dask {printable(answer['type'], 40)}, not a scheduler"
+    return "it does not answer as a Dask scheduler"
+
+
+def _abandon(error: BaseException) -> None:
+    """Mark the `Client` whose constructor raised `error` closed and stop its loop thread, so that collecting it
+    does not try to close it again (`Client.__del__`: a 10 s wait, then a traceback on stderr)."""
+    from distributed import Client
+
+    frame = error.__traceback__
+    while frame is not None:
+        half = frame.tb_frame.f_locals.get("self")
+        if isinstance(half, Client):
+            half.status = "closed"
+            with contextlib.suppress(Exception):
+                half._loop_runner.stop()
+            return
+        frame = frame.tb_next
 
 
 WINDOW_PER_THREAD = 2  # cells handed to Dask per worker thread at a time: one running, one ready behind it

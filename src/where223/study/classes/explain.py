@@ -16,6 +16,12 @@ and the graph's outputs compared with eager PyTorch's. `out` receives `record.js
 (`spaces/stacks.yaml`: `today` is torch 2.14.1 with transformers 5), as a sweep cell does.
 
 A factory is your code, imported and run as you would run it; a model type needs only transformers.
+
+What is not as asked raises `UsageError` before anything is exported: an opset that is not `auto` or a whole
+number from 1, a factory that cannot be loaded, or one that returns something other than a `torch.nn.Module`
+(or a module and its example inputs), inputs that are not tensors. A factory that raises, or a model type whose
+config cannot make a model, is recorded (`not_built`, with the error), as the sweep records it: `stopped(record)`
+says in one line why such a model never reached ONNX Runtime's judgement.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import functools
 import importlib
 import importlib.util
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +40,12 @@ from where223.errors import UsageError, printable
 from where223.graph.blame import NO_SOURCE_ADVICE
 from where223.outcomes import Outcome
 from where223.sweep.recipes import RECIPES
-from where223.sweep.stages import time_stage
+from where223.sweep.stages import describe_error, time_stage
 
 RUNNER = "where223.study.classes.explain"
 REFUSED = frozenset({Outcome.TYPE_ERROR, Outcome.WHERE_TYPE_ERROR})
+USAGE_ERROR = f"{UsageError.__module__}.{UsageError.__qualname__}: "  # its last traceback line, from a cell
+ACCEPTED = frozenset({Outcome.ACCEPTED, Outcome.MISSING_KERNEL})  # the types accepted (a missing kernel is CPU's)
 NO_STACKS = f"the export carries no Python stacks, so no node can be blamed: {NO_SOURCE_ADVICE}"
 
 
@@ -55,8 +65,21 @@ def load_callable(spec: str) -> Any:
         else:
             module = importlib.import_module(where)
         return getattr(module, name)
-    except (ImportError, AttributeError) as error:
-        raise UsageError(f"{spec!r}: {type(error).__name__}: {error}") from None
+    except UsageError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a module that cannot be imported (a syntax error, say) is a bad spec
+        raise UsageError(f"{printable(spec)}: {type(error).__name__}: {printable(str(error), 300)}") from None
+
+
+def opset_of(value: int | str) -> int | str:
+    """`auto`, or the opset as a whole number from 1 to 999 (ONNX's are in the twenties); UsageError (one line)
+    otherwise."""
+    if value == "auto":
+        return value
+    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if not re.fullmatch(r"[0-9]{1,3}", text) or int(text) < 1:
+        raise UsageError(f"opset {printable(str(value), 40)!r}: give a whole number from 1 to 999 (e.g. 17), or auto")
+    return int(text)
 
 
 def _as_named(inputs: Any) -> dict[str, Any]:
@@ -67,15 +90,59 @@ def _as_named(inputs: Any) -> dict[str, Any]:
     return {"input_0": inputs}
 
 
-def _module_and_inputs(factory: str, inputs: str | None) -> tuple[Any, dict[str, Any], bool]:
-    """The user's module, its example inputs by name, and whether they are passed by keyword."""
-    made = load_callable(factory)()
-    module, example = (made if isinstance(made, tuple) else (made, None))
-    if inputs is not None:
-        example = load_callable(inputs)()
+def _kind(value: Any) -> str:
+    return f"{type(value).__name__} {printable(repr(value), 60)}"
+
+
+def _is_torch(value: Any, kind: str) -> bool:
+    """Whether `value` is a `torch.nn.Module` (`kind` "module") or a `torch.Tensor`, without importing torch: a
+    factory that made one has imported it."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.nn.Module if kind == "module" else torch.Tensor)
+
+
+def _module_of(factory: str, made: Any) -> tuple[Any, Any]:
+    """The module (and example inputs, or None) a factory returned; UsageError when it is not a module."""
+    if _is_torch(made, "module"):
+        return made, None
+    if isinstance(made, tuple) and len(made) == 2 and _is_torch(made[0], "module"):
+        return made
+    raise UsageError(f"{printable(factory)}: returned {_kind(made)}, not a torch.nn.Module (or a module and its "
+                     "example inputs)")
+
+
+def _checked_inputs(spec: str, example: Any) -> dict[str, Any]:
+    """Example inputs by name; UsageError when they are not a tensor, a tuple or list of tensors, or a dict of
+    them."""
+    named = _as_named(example)
+    wrong = {name: value for name, value in named.items() if not _is_torch(value, "tensor")}
+    if wrong or not named:
+        which = f"{next(iter(wrong))} is {_kind(next(iter(wrong.values())))}" if wrong else "none given"
+        raise UsageError(f"{printable(spec)}: example inputs are tensors (a dict or tuple of them): {which}")
+    return named
+
+
+def _module_and_inputs(record: dict[str, Any], factory: str, inputs: str | None) -> tuple[Any, dict[str, Any], bool]:
+    """The user's module, its example inputs by name, and whether they are passed by keyword; (None, {}, False)
+    with the record's outcome and error set when the factory (`not_built`) or the inputs' factory (`not_fed`)
+    raised."""
+    build, feed = load_callable(factory), load_callable(inputs) if inputs is not None else None
+    try:
+        made = build()
+    except Exception as exc:  # noqa: BLE001 - a factory that raises is a model that cannot be built: a result
+        record.update(outcome=Outcome.NOT_BUILT, error=describe_error(exc, "build"))
+        return None, {}, False
+    module, example = _module_of(factory, made)
+    record["built"] = True
+    if feed is not None:
+        try:
+            example = feed()
+        except Exception as exc:  # noqa: BLE001 - inputs that cannot be made: recorded as the sweep records them
+            record.update(outcome=Outcome.NOT_FED, error=describe_error(exc, "feed"))
+            return None, {}, False
     if example is None:
-        raise UsageError(f"{factory}: returned no example inputs; give --inputs MODULE:FUNCTION")
-    return module, _as_named(example), isinstance(example, dict)
+        raise UsageError(f"{printable(factory)}: returned no example inputs; give --inputs MODULE:FUNCTION")
+    return module, _checked_inputs(inputs or factory, example), isinstance(example, dict)
 
 
 def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dict[str, Any]:
@@ -98,11 +165,12 @@ def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dic
             "environment": describe(DEVICE),
         }  # fmt: skip
         timed = functools.partial(time_stage, record)
-        module, inputs, by_keyword = _module_and_inputs(key["factory"], key.get("inputs"))
-        from where223.study.architectures.run import positional
+        module, inputs, by_keyword = _module_and_inputs(record, key["factory"], key.get("inputs"))
+        if module is not None:
+            from where223.study.architectures.run import positional
 
-        wrapped = positional(module, list(inputs), by_keyword)
-        record = explain_module(record, timed, wrapped, inputs, onnx_path, recipe, exporter, opset, mode)
+            wrapped = positional(module, list(inputs), by_keyword)
+            record = explain_module(record, timed, wrapped, inputs, onnx_path, recipe, exporter, opset, mode)
     else:
         import transformers
 
@@ -135,6 +203,7 @@ def explain(
         raise UsageError(f"unknown recipe {recipe!r} ({', '.join(RECIPES)})")
     if exporter not in ("dynamo", "torchscript"):
         raise UsageError(f"unknown exporter {exporter!r} (dynamo, torchscript)")
+    opset = opset_of(opset)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     key = {"model": model_type or factory.rpartition(":")[2], "recipe": recipe, "exporter": exporter,
@@ -151,6 +220,20 @@ def explain(
     return record
 
 
+def stopped(record: dict[str, Any]) -> str | None:
+    """Why the model never reached ONNX Runtime's verdict on its types, in one line (its outcome, the stage that
+    stopped it and the error's first and last lines); None when ONNX Runtime accepted or refused the types."""
+    outcome = record.get("outcome")
+    if outcome in ACCEPTED or outcome in REFUSED:
+        return None
+    error = record.get("error") or {}
+    message = error.get("message") or record.get("reason") or (record.get("ort") or {}).get("message") or ""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    text = " … ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else "no cause recorded"
+    stage = f" at {error['stage']}" if error.get("stage") else ""
+    return printable(f"{outcome or 'no outcome'}{stage}: {text}", 400)
+
+
 def _in_stack(key: dict[str, Any], name: str, out: Path, timeout_s: float) -> dict[str, Any]:
     from where223.pipeline.paths import ROOT
     from where223.sweep import stacks, worker
@@ -165,6 +248,10 @@ def _in_stack(key: dict[str, Any], name: str, out: Path, timeout_s: float) -> di
     produced = out / "work" / "model.onnx"
     if produced.is_file():
         produced.replace(out / "model.onnx")
+    if record.get("outcome") == Outcome.CRASHED:  # a usage error in the stack's interpreter: the same one line here
+        last = ((record.get("error") or {}).get("message") or "").strip().rpartition("\n")[2]
+        if last.startswith(USAGE_ERROR):
+            raise UsageError(last.removeprefix(USAGE_ERROR))
     return record
 
 
@@ -234,7 +321,7 @@ def report(record: dict[str, Any]) -> str:
                       f"({numerics['reduced']}).", ""]  # fmt: skip
         else:
             lines += [f"Against eager PyTorch: not measured ({_cut(numerics.get('reason'), 300)}).", ""]
-    lines += ["Record: `record.json` (every field); graph: `model.onnx`.", ""]
+    lines += ["Record: `record.json` (every field)" + ("; graph: `model.onnx`." if record.get("exported") else "."), ""]
     return "\n".join(lines)
 
 
