@@ -108,6 +108,8 @@ USER_ERRORS = {
     "run: unknown kernel": lambda t, m: ["run", "--only", "01", "--kernel", "nokernel", "--output-root", t / "out"],
     "repair: --ort-timeout not above 0": lambda t, m: ["repair", m, t / "out.onnx", "--ort-timeout", "0"],
     "report: missing outputs folder": lambda t, m: ["report", "--output-root", t / "absent"],
+    "report: empty --output-root": lambda t, m: ["report", "--output-root", ""],  # not the current folder
+    "compare: empty --output-root": lambda t, m: ["compare", "--output-root", ""],
     "sweep: missing space": lambda t, m: ["sweep", "--space", t / "absent.yaml"],
     "sweep: space not YAML": lambda t, m: ["sweep", "--space", _plan(t, "study: [\n")],
     "sweep: unknown stack": lambda t, m: ["sweep", "--space", _space(t, stacks="[torch-9.9.9]")],

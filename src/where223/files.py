@@ -177,9 +177,10 @@ def atomic_model_path(path: str | os.PathLike[str], keep_mode: bool = False) -> 
     _tell_placed(target)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, keep_mode: bool = False) -> Path:
+    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file (`keep_mode`:
+    the replaced file's mode and owner kept, as `atomic_path` keeps them)."""
     raw = data.encode() if isinstance(data, str) else data
-    with atomic_path(path) as partial:
+    with atomic_path(path, keep_mode=keep_mode) as partial:
         partial.write_bytes(raw)
     return Path(path)

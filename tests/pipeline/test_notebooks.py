@@ -32,3 +32,22 @@ def test_an_execution_count_alone_is_not_clean(tmp_path: Path):
     assert not is_clean(notebook)
     notebook.cells[0].execution_count = None
     assert is_clean(notebook)
+
+
+def test_strip_writes_atomically_and_keeps_the_mode(tmp_path: Path, monkeypatch):
+    import pytest
+
+    path = executed_notebook(tmp_path / "n.ipynb")
+    path.chmod(0o600)
+    before = path.read_bytes()
+
+    def interrupted(self, data):  # the write stops half-way, as Ctrl-C would
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        strip(path)
+    assert path.read_bytes() == before  # the notebook as it was, no temporary left beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]
+    monkeypatch.undo()
+    assert strip(path) is True and (path.stat().st_mode & 0o777) == 0o600

@@ -18,8 +18,15 @@ from where223.errors import UsageError
 
 def output_root(parser: argparse.ArgumentParser, what: str) -> None:
     """`--output-root DIR`: the outputs tree the command `what`s (default: the repository's outputs/)."""
-    parser.add_argument("--output-root", type=Path, metavar="DIR",
+    parser.add_argument("--output-root", type=folder, metavar="DIR",
                         help=f"the outputs tree to {what} (default outputs/)")
+
+
+def folder(text: str) -> Path:
+    """A folder's name as given: an empty one is refused (Path('') would be the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty name names no folder (write . for the current one)")
+    return Path(text)
 
 
 def resolved_output_root(args: argparse.Namespace, default: Path, must_exist: bool = True) -> Path:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import nbformat
 
+from where223.files import write_atomic
+
 
 def is_clean(notebook: nbformat.NotebookNode) -> bool:
     """True when no code cell carries outputs or an execution count."""
@@ -17,7 +19,8 @@ def is_clean(notebook: nbformat.NotebookNode) -> bool:
 
 
 def strip(path: Path) -> bool:
-    """Remove outputs, execution counts and papermill/widget metadata in place; True if the file changed."""
+    """Remove outputs, execution counts and papermill/widget metadata in place (written atomically, with the file's
+    mode kept: an interrupted strip leaves the notebook as it was); True if the file changed."""
     notebook = nbformat.read(path, as_version=4)
     before = nbformat.writes(notebook)
     for cell in notebook.cells:
@@ -30,5 +33,5 @@ def strip(path: Path) -> bool:
         notebook.metadata.pop(key, None)
     after = nbformat.writes(notebook)
     if after != before:
-        path.write_text(after)
+        write_atomic(path, after, keep_mode=True)
     return after != before
