@@ -51,6 +51,13 @@ def test_control_a_copy_with_a_key_missing_or_renamed_fails(relative, tmp_path):
     assert len(schema.check_records(tmp_path, [relative], TYPES)) == 2  # missing, and not declared
 
 
+def test_every_declared_role_names_a_place():
+    """What compare reads as a timing, an environment field, a measured or informational number names a key of
+    its TypedDict, or, below `Any`, a place in some committed record of its type (the control, a role naming
+    nothing: tests/pipeline/test_compare_roles.py)."""
+    assert schema.role_problems(OUTPUTS, RECORDS, TYPES) == []
+
+
 def test_every_place_the_types_claim_holds_a_committed_record():
     """A type whose place matches no record checks nothing: each RECORDS entry matches at least one file."""
     assert [p for p in TYPES if not any(schema.matches(r, p) for r in RECORDS)] == []

@@ -10,6 +10,17 @@ records are checked the day its package lands.
 `problems(value, annotation)` says where a value departs from its type: a key the type requires and the value
 lacks, a key the type does not declare (a renamed key is both), a value of another JSON type. Types are checked
 as JSON holds them: `float` accepts an `int`, `int` refuses a `bool`; `Any` accepts anything.
+
+`role_problems` checks that every role a record type declares (`where223.pipeline.roles`: what may change on a
+faithful rerun, which `where223 compare` reads) names a place that exists: through the TypedDicts as far as they
+go (a key they do not have is refuted there), and below `Any` against the records (each pattern must name a place
+in at least one record of its type).
+
+`check_records` reads each record as strict JSON (a `NaN`, `Infinity` or `-Infinity` makes it unreadable) and
+accepts, on every record type, the top-level `not_representable` list `where223.pipeline.records.write_json` adds
+when a value could not be written (each entry a `NotRepresentable`: a JSON Pointer and the value's text; the
+value itself is null where it was, which its type may not allow, so a record that has the list is checked with
+those places left out).
 """
 
 from __future__ import annotations
@@ -23,6 +34,9 @@ import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from where223.pipeline import roles
+from where223.pipeline.records import NOT_REPRESENTABLE, NotRepresentable
 
 SRC = Path(__file__).resolve().parents[1]  # src/where223
 RECORD_MODULE = "record"
@@ -135,9 +149,76 @@ def check_records(root: str | os.PathLike[str], relatives: Iterable[str],
             found.append(f"{relative}: no record type claims it (add it to a record module's RECORDS)")
             continue
         try:
-            value = json.loads((Path(root) / relative).read_text())
+            value = json.loads((Path(root) / relative).read_text(), parse_constant=_not_json)
         except (OSError, ValueError) as error:
             found.append(f"{relative}: unreadable: {error}")
             continue
-        found += [f"{relative}: {problem}" for problem in problems(value, record_type)]
+        found += [f"{relative}: {problem}" for problem in record_problems(value, record_type)]
+    return found
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON (records.write_json writes null and lists it under "
+                     f"{NOT_REPRESENTABLE!r})")
+
+
+def record_problems(value: Any, record_type: type) -> list[str]:
+    """`problems` of a whole record: its `not_representable` list checked on its own, and the null each entry
+    names not held against the record's type."""
+    if not isinstance(value, dict) or NOT_REPRESENTABLE not in value:
+        return problems(value, record_type)
+    value = dict(value)
+    noted = value.pop(NOT_REPRESENTABLE)
+    found = problems(noted, list[NotRepresentable], NOT_REPRESENTABLE)
+    if found:
+        return found + problems(value, record_type)
+    nulled = {_where(value, entry["path"]) for entry in noted}
+    return [problem for problem in problems(value, record_type) if problem.split(":", 1)[0] not in nulled]
+
+
+def _where(value: Any, pointer: str) -> str:
+    """A JSON Pointer into `value` as `problems` names the place (`/a/b/0` -> `a.b[0]`, `b` a list)."""
+    where = ""
+    for part in pointer.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, list) and part.isdigit():
+            where, value = f"{where}[{part}]", value[int(part)] if int(part) < len(value) else None
+        else:
+            where = f"{where}.{part}" if where else part
+            value = value.get(part) if isinstance(value, dict) else None
+    return where
+
+
+def role_problems(root: str | os.PathLike[str], relatives: Iterable[str],
+                  types_of: Mapping[str, type] | None = None) -> list[str]:
+    """Where a role a record type declares names no place: a part its TypedDicts refute, or, below `Any`, a
+    pattern that names nothing in any of the records `relatives` (paths under `root`) of its type."""
+    types_of = record_types() if types_of is None else types_of
+    found: list[str] = []
+    pending: dict[type, dict[str, tuple[str, ...]]] = {}
+    for record_type in dict.fromkeys(types_of.values()):
+        for declaration in roles.declarations(record_type):
+            where = f"{record_type.__name__}: the role declared at {declaration.pattern}"
+            if declaration.problem:
+                found.append(f"{where}: {declaration.problem}")
+            elif declaration.typed < len(declaration.parts):
+                pending.setdefault(record_type, {})[declaration.pattern] = declaration.parts
+    counted: dict[type, int] = {}
+    for relative in relatives:
+        record_type = type_of(relative, types_of)
+        wanted = pending.get(record_type) if record_type is not None else None
+        if not wanted:
+            continue
+        counted[record_type] = counted.get(record_type, 0) + 1
+        try:
+            value = json.loads((Path(root) / relative).read_text())
+        except (OSError, ValueError):
+            continue  # check_records says why
+        for pattern, parts in list(wanted.items()):
+            if next(roles.places(value, parts), roles) is not roles:
+                del wanted[pattern]
+    for record_type, wanted in pending.items():
+        for pattern in wanted:
+            found.append(f"{record_type.__name__}: the role declared at {pattern} names nothing in any of its "
+                         f"{counted.get(record_type, 0)} record(s)")
     return found

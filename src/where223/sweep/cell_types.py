@@ -1,10 +1,22 @@
 """The parts every sweep cell's record shares, as record types (standard library only: the cell's own interpreter,
 in any stack, writes them). The question packages' record types (`where223.study.matrix.record`, ...) build on
-`CellRecord`."""
+`CellRecord`.
+
+Roles (`where223.pipeline.roles`): a cell's times and when it was recorded are timings, the host that ran it is
+the environment, and a traceback's tail is the code that ran (its paths, lines and source text change with
+where223's and the stack's code; the error's type, message and causes decide); everything else a cell records
+decides whether a rerun of it reproduced.
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
+
+from where223.pipeline.roles import ENVIRONMENT, TIMING, Role, Within
+
+TRACEBACK = Role("environment", "a traceback's last lines: the frames of the code that ran (where223's and the "
+                 "stack's paths, lines and source) and the end of the message, which `message` and `causes` hold")
+ATTEMPTS = Within({"[*].traceback_tail": TRACEBACK})  # a record's earlier attempts, each ended by an error
 
 
 class CellKey(TypedDict):
@@ -28,9 +40,9 @@ class StackFacts(TypedDict):
 
 
 class EngineFacts(TypedDict):
-    host: str
+    host: Annotated[str, ENVIRONMENT]
     threads: int
-    prepare_s: float | None
+    prepare_s: Annotated[float | None, TIMING]
 
 
 class EngineError(TypedDict):
@@ -43,7 +55,7 @@ class EngineError(TypedDict):
 
 class _CellErrorRequired(EngineError):
     causes: list[dict[str, Any]]
-    traceback_tail: str
+    traceback_tail: Annotated[str, TRACEBACK]
 
 
 class CellError(_CellErrorRequired, total=False):
@@ -55,18 +67,18 @@ class EngineRecord(TypedDict):
 
     key: CellKey
     outcome: str
-    recorded_at: str
+    recorded_at: Annotated[str, TIMING]
     recorded_by: str
     stack: StackFacts
     engine: EngineFacts
-    wall_s: float
+    wall_s: Annotated[float, TIMING]
 
 
 class CellRecord(EngineRecord):
     """The keys the engine writes into every record a cell itself wrote, whatever the model."""
 
     threads: dict[str, Any]
-    timings_s: dict[str, float]
+    timings_s: Annotated[dict[str, float], TIMING]
 
 
 class MigratedOutcomes(TypedDict):

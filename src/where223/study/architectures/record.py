@@ -1,13 +1,18 @@
 """The architecture sweep's records: one per model type and release (`architectures/<release>/<type>.json`) and
 `architectures/summary.json` built from them. Standard library only: the cell writes its record in its stack's
-own interpreter."""
+own interpreter.
+
+Roles (`where223.pipeline.roles`): the engine's (`where223.sweep.cell_types`: times, host, tracebacks) and the
+environment's; the summary's update time is a timing. Everything else decides.
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from where223.pipeline.record import Environment
-from where223.sweep.cell_types import CellError, CellRecord
+from where223.pipeline.roles import TIMING
+from where223.sweep.cell_types import ATTEMPTS, CellError, CellRecord
 
 
 class _Architecture(CellRecord):
@@ -25,7 +30,8 @@ class _Architecture(CellRecord):
 # `class` is not a Python name: the optional keys in the functional form
 _ArchitectureOptional = TypedDict("_ArchitectureOptional", {
     "class": str, "head": str, "shrink": str, "config_changes": dict[str, Any], "parameters": int,
-    "inputs": dict[str, Any], "attempts": list[dict[str, Any]], "export": dict[str, Any], "export_warnings": list[str],
+    "inputs": dict[str, Any],
+    "attempts": Annotated[list[dict[str, Any]], ATTEMPTS], "export": dict[str, Any], "export_warnings": list[str],
     "onnx_bytes": int, "ort": dict[str, Any], "lint": dict[str, Any], "blame": list[dict[str, Any]],
     "divergence": dict[str, Any], "error": CellError,
 }, total=False)
@@ -45,7 +51,7 @@ class ArchitecturesSummary(TypedDict):
     failure_groups: list[dict[str, Any]]
     release_changes: list[dict[str, Any]]
     driver_environment: Environment
-    updated_at: str
+    updated_at: Annotated[str, TIMING]
 
 
 RECORDS: dict[str, type] = {"architectures/*/*.json": ArchitectureRecord,

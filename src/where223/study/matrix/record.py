@@ -1,12 +1,19 @@
 """The version matrix's records: one per cell (`matrix/cells/<torch>-<transformers>-<exporter>.json`) and
 `matrix/matrix.json` built from them. Standard library only: the cell writes its record in its stack's own
-interpreter."""
+interpreter.
+
+Roles (`where223.pipeline.roles`): the engine's (`where223.sweep.cell_types`: times, host, tracebacks); a cell's
+interpreter, the packages its stack installed (`versions`) and where its transformers checkout lies are the
+environment (the releases it asked for and got, `torch_version` and `transformers_version`, decide); the summary's
+update time is a timing and the cells' environments are the environment.
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from where223.pipeline.record import Environment
+from where223.pipeline.roles import ENVIRONMENT, TIMING
 from where223.sweep.cell_types import CellError, CellRecord
 
 
@@ -15,11 +22,11 @@ class _MatrixCell(CellRecord):
     torch_requested: str
     transformers_requested: str
     exporter: str
-    python: str
+    python: Annotated[str, ENVIRONMENT]
     torch_version: str
     transformers_version: str
-    transformers_path: str
-    versions: dict[str, str | None]
+    transformers_path: Annotated[str, ENVIRONMENT]
+    versions: Annotated[dict[str, str | None], ENVIRONMENT]
     model: dict[str, Any]
     export_warnings: list[str]
 
@@ -40,8 +47,8 @@ class MatrixRecord(TypedDict):
     axes: dict[str, list[str]]
     counts: dict[str, int]
     driver_environment: Environment
-    cell_environments: dict[str, dict[str, Any]]
-    updated_at: str
+    cell_environments: Annotated[dict[str, dict[str, Any]], ENVIRONMENT]
+    updated_at: Annotated[str, TIMING]
     cells: list[MatrixCellRecord]
 
 

@@ -150,7 +150,9 @@ def _timing(row: dict[str, Any]) -> str:
 
 
 def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> dict[str, Any]:
-    """The recommended variant and the reasons, from the measurements alone (`head_size`: the preset's).
+    """The recommended variant and the reasons, from the measurements alone (`head_size`: the preset's):
+    `reasons` state what decided (no step time in them), `timing_reasons` the step times behind them, which vary
+    from run to run (`where223 compare` lists them apart as timings).
 
     Eligible: eager logits bitwise equal to 4.25.1 and a trace-correct export. Among those, ranked by: no
     lint violation at all, fewest dtype divergences from eager, least sync cost, equal outputs on the probe
@@ -163,6 +165,7 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
         return {
             "variant": None,
             "reasons": ["no variant is both eager-equal and trace-correct"],
+            "timing_reasons": [],
             "ranking": [],
         }
 
@@ -204,28 +207,31 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
             f"{best['host_tensors_per_forward']} host-made tensors per forward, each a host-to-device copy "
             f"on a GPU (4.25: {base['host_tensors_per_forward']}); CUDA syncs {NOT_MEASURED} on this device"
         )
-    reasons.append(
+    timing_reasons = [
         f"step time {best['step_time_ratio']:.3f} x that of 4.25 (medians), {_timing(best)} x "
         "(median of same-round ratios ± half their interquartile range)"
-    )
+    ]
     ties = clusters[0][1:]
     if ties:
-        times = ", ".join(f"{name} {_timing(rows[name])}" for name in ties)
         reasons.append(
             f"ties with {', '.join(ties)}: equal on every measured criterion, step times within the run-to-run "
-            f"spread ({ranking[0]} {_timing(best)}; {times}); the first in the study's order is named"
+            "spread; the first in the study's order is named"
         )
+        times = ", ".join(f"{name} {_timing(rows[name])}" for name in ties)
+        timing_reasons.append(f"tied step times: {ranking[0]} {_timing(best)}; {times}")
     slower = [name for name in ranking if measured(name) == measured(ranking[0]) and name not in clusters[0]]
     if slower:
+        reasons.append(
+            f"faster, beyond the run-to-run spread, than its equals on every measured criterion: {', '.join(slower)}")
         times = ", ".join(f"{name} {_timing(rows[name])}" for name in slower)
-        reasons.append(f"faster, beyond the run-to-run spread, than its equals on every measured criterion: {times}")
+        timing_reasons.append(f"step times of its slower equals: {times}")
     if not best["eager_equal_probe"]:
         reasons.append(
             "caveat: with a head size whose square root the autocast dtype cannot hold (probe model), its "
             f"outputs differ from 4.25.1; the {preset} preset's head size {head_size} "
             "is not affected (its logits are equal, above)"
         )
-    return {"variant": ranking[0], "reasons": reasons, "ranking": ranking}
+    return {"variant": ranking[0], "reasons": reasons, "timing_reasons": timing_reasons, "ranking": ranking}
 
 
 def shortfalls(rows: dict[str, dict[str, Any]], name: str, best: str) -> list[str]:
@@ -291,4 +297,5 @@ def format_table(record: dict[str, Any]) -> str:
     recommendation = record["recommendation"]
     lines += ["", f"recommended: {recommendation['variant']}"]
     lines += [f"  - {reason}" for reason in recommendation["reasons"]]
+    lines += [f"  - {reason}" for reason in recommendation.get("timing_reasons", [])]
     return "\n".join(lines)

@@ -35,6 +35,7 @@ def section(report: Report) -> None:
         f"**Recommended: `{best['variant']}`.**",
         "",
         *[f"- {reason}" for reason in best["reasons"]],
+        *[f"- {reason}" for reason in best.get("timing_reasons", [])],  # step times: older records quote them above
         "",
         "Not measured, and why: " + "; ".join(f"`{name}`: {why}" for name, why in record["skipped"].items()) + ".",
         "",
