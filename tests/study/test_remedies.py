@@ -235,3 +235,75 @@ def test_the_ortmodule_route_is_refused_as_exported_and_passes_the_type_check_fi
     assert plain["fix"] is False and plain["ort_verdict"] == "type_error"
     assert plain["error"]["type_binding"]["op_type"] == "LayerNormalization"
     assert fixed["fix"] is True and fixed["ort_verdict"] in ("accepted", "missing_kernel") and fixed["fixes"]
+
+
+class _Toy:
+    """A model built from a config, as transformers builds one: its outputs all zero (a head that saturates) or
+    moving with its inputs (`config.flat`)."""
+
+    def __new__(cls, config):
+        import torch
+
+        class Toy(torch.nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                self.lin = torch.nn.Linear(3, 2)
+
+            def forward(self, x, ids, mask, flag):
+                out = self.lin(x) + ids.float().mean() * mask.float().mean() + flag.float().mean()
+                return torch.relu(out - 1e6) if self.config.flat else out
+
+        return Toy(config)
+
+
+def test_a_cell_whose_eager_outputs_are_all_zero_tries_other_seeds_at_most_three():
+    """Eager outputs all zero: the model is built again from its config with seeds 1 and 2 (other weights, inputs
+    drawn again in each input's range), each try recorded, and no fourth; the control, outputs that move, is run
+    once with seed 0."""
+    import types
+
+    import torch
+
+    from where223.study.remedies.run import SEEDS, reseeded, seeded_eager_stage
+    from where223.sweep.recipes import RECIPES
+
+    inputs = {"x": torch.randn(2, 3), "ids": torch.randint(4, 10, (2, 5)), "mask": torch.ones(2, 5, dtype=torch.long),
+              "flag": torch.tensor([True, False])}  # fmt: skip
+    for flat, tries in ((True, [(seed, "the reference outputs are all zero") for seed in SEEDS]),
+                        (False, [(0, "distinguishes")])):  # fmt: skip
+        record: dict = {"timings_s": {}}
+        torch.manual_seed(0)
+        model = _Toy(types.SimpleNamespace(flat=flat)).eval()
+        stage = seeded_eager_stage(record, lambda _, f: f(), model, inputs, RECIPES["fp32_model"], "eval")
+        assert [(t["seed"], t["reference"]) for t in record["seeds"]] == tries
+        assert stage[2] is not None and (not flat or not stage[2][0].any())
+    fresh, drawn = reseeded(model, inputs, 1)
+    assert not torch.equal(fresh.lin.weight, model.lin.weight) and fresh.training is False
+    assert int(drawn["ids"].min()) >= 4 and int(drawn["ids"].max()) <= 9
+    assert not torch.equal(drawn["ids"], inputs["ids"])
+    assert torch.equal(drawn["mask"], inputs["mask"]) and drawn["flag"] is inputs["flag"]
+    assert not torch.equal(drawn["x"], inputs["x"]) and drawn["x"].dtype == inputs["x"].dtype
+
+
+def test_the_committed_summary_counts_no_comparison_that_could_not_fail():
+    """remedies/summary.json as committed: its counts are the records' judged by the rule, and every comparison it
+    lists as not judged is one the rule does not pass (the control: the counts of passes are not zero)."""
+    from where223.study import judging
+
+    summary = json.loads((RECORDS / "summary.json").read_text())
+    rows = analysis.load_records(RECORDS)
+    assert "not_judged" in summary, "remedies/summary.json was written before the rule"
+    for stack, counted in summary["counts"].items():
+        mine = [r for r in rows if analysis.classes.column(r)[0] == stack]
+        assert {k: counted[k] for k in counted} == analysis.tally(mine), stack
+    by_cell = {"/".join(analysis.cell_key(r)): r for r in rows}
+    assert summary["not_judged"], "the committed records have comparisons that could not fail"
+    for entry in summary["not_judged"]:
+        record = by_cell[entry["cell"]]
+        part = record["pair"] if entry["part"] == "pair" else record[entry["part"]]["numerics"]
+        assert judging.numeric_verdict(part)[0] == "not judged", entry
+    passes = sum(counted["repair_within_tolerance"] + counted["fix_within_tolerance"]
+                 for counted in summary["counts"].values())  # fmt: skip
+    excluded = sum(counted["repair_not_judged"] + counted["fix_not_judged"] for counted in summary["counts"].values())
+    assert passes > 0 and excluded == sum(e["part"] in ("repair", "fixed") for e in summary["not_judged"])

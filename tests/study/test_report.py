@@ -227,10 +227,12 @@ def test_the_report_follows_a_changed_record(outputs_copy):
     record_path.write_text(json.dumps(record))
     after = section_text(fix_section.section, outputs_copy)
     assert after != before
-    assert "Overall verdict: **fail** — 1 of 2 checks pass; failed: lint; not measured on cpu: a measured gap." in after
+    # the control failed nothing, so no check is shown able to fail: those that passed are not judged (study.judging)
+    assert "Overall verdict: **fail** — 0 of 1 checks pass; failed: lint; path:ort_trainer not judged: " in after
+    assert "its control did not fail (no control that ran it failed); not measured on cpu: a measured gap." in after
     assert "into transformers 9.99.9 and" in after
     assert "| check | fix | c1 |" in after and "- c1 `control-x`: built to break nothing" in after
-    assert "Checks that passed for the fix and failed on no control: " in after
+    assert "Checks that passed for the fix and failed on no control, so not judged: " in after
 
 
 def test_the_cause_section_follows_the_records(outputs_copy):

@@ -11,10 +11,11 @@ from onnx import TensorProto, helper, numpy_helper
 from where223.gpt2 import reproduce, training
 from where223.graph.lint import Binding, FindingKind, LintReport, Violation
 from where223.graph.repair import repair
+from where223.study import judging
 from where223.study.fix import analysis as fix_analysis
 from where223.study.fix import run as verify
 from where223.study.fix.run import Check, RepairedOutputs
-from where223.verdicts import FAIL, NOT_MEASURED, PASS
+from where223.verdicts import FAIL, NOT_JUDGED, NOT_MEASURED, PASS
 
 EXECUTED = {"fallback_policy": "FALLBACK_DISABLE", "fallback_pending": False, "execution_agent": "TrainingAgent",
             "inference_session": "InferenceSession"}
@@ -299,10 +300,52 @@ def test_repaired_outputs_leaves_out_a_model_its_control_cannot_fail_and_judges_
     assert beyond.verdict == FAIL and beyond.value == {"probe": 4.5}
 
 
-def test_repaired_outputs_without_a_model_its_control_fails_does_not_vote():
+def test_repaired_outputs_without_a_model_its_control_fails_is_not_judged_and_does_not_vote():
     check = verify.repaired_outputs_check(outputs(tiny=(0.0, 2)), "bf16", control=outputs(tiny=(1.62, 2)))
-    assert check.verdict == NOT_MEASURED and check.value == NOT_MEASURED
+    assert check.verdict == NOT_JUDGED and check.value == {"tiny": 0.0}  # measured, but could not have failed
     assert check.detail.startswith("no model on which its control fails")
     assert verify.summary([check], "cpu")["verdict_statement"].startswith("pass — 0 of 0 checks pass")
+    # a model whose reference (the source-fixed graph's logits) is all zero is left out too; its control is judged
+    flat = outputs(tiny=(0.0, 2), probe=(2.25, 1))
+    flat.differences["tiny"].update(max_abs_reference=0.0, reference_spread=0.0, reference_size=6)
+    flat.differences["probe"].update(max_abs_reference=5.3, reference_spread=9.0, reference_size=6)
+    left = verify.repaired_outputs_check(flat, "bf16", control=outputs(tiny=(16.0, 2), probe=(212.75, 1)))
+    assert left.verdict == PASS and left.value == {"probe": 2.25}
+    assert left.per_model["dropped"]["tiny"].startswith(judging.ALL_ZERO)
     unrun = verify.repaired_outputs_check(RepairedOutputs({}, {}, not_measured="the fixed graph was not run"), "bf16")
     assert unrun.verdict == NOT_MEASURED and unrun.detail == "the fixed graph was not run"
+
+
+def test_the_fix_verification_judges_a_pass_no_control_failed_and_a_flat_reference():
+    """The rule in the fix verification: a numeric check whose reference is all zero is not judged; once the
+    controls have run, a pass no control failed is not judged, and one a control failed stays a pass; the analysis
+    applies the same rule to a record made before it, and counts the overall verdict again."""
+    moving = verify.close_check("fp32_inference", "q", torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]), 1e-5)
+    flat = verify.close_check("fp32_training", "q", torch.zeros(3), torch.zeros(3), 1e-5)
+    assert moving.verdict == PASS and flat.verdict == NOT_JUDGED and flat.not_judged == judging.ALL_ZERO
+    uncontrolled = verify.close_check("fp32_gradients", "q", [1.0, 3.0], [1.0, 3.0], 1e-5)
+    controls = [verify.Control("wrong", "d", ["fp32_inference"],
+                               [verify.close_check("fp32_inference", "q", [1.0, 2.0], [1.5, 2.0], 1e-5)]),
+                verify.Control("weak", "d", ["fp32_gradients"],
+                               [verify.close_check("fp32_gradients", "q", [1.0, 3.0], [1.0, 3.0], 1e-5)])]
+    judged = verify.judge_by_controls([moving, flat, uncontrolled], controls)
+    assert [c.verdict for c in judged] == [PASS, NOT_JUDGED, NOT_JUDGED]  # the failing control keeps the pass
+    assert judged[2].not_judged.startswith(judging.CONTROL_DID_NOT_FAIL)
+    record = verify.summary(judged, "cpu")
+    assert record["verdict"] == PASS and "1 of 1 checks pass" in record["verdict_statement"]
+    assert "fp32_gradients not judged: its control did not fail" in record["verdict_statement"]
+    # the same rule on a record made before it: a pass no control failed, and a pass whose reference is all zero
+    old = {"verdict": PASS, "verdict_statement": "pass — 3 of 3 checks pass; nothing asked went unmeasured",
+           "checks": [{"name": n, "verdict": PASS, "not_judged": "", "reference": r, "value": 0.0, "tolerance": 1e-5}
+                      for n, r in (("fp32_inference", [{"max_abs_reference": 2.0}]),
+                                   ("fp32_gradients", []), ("fp32_training", [{"max_abs_reference": 0.0}]))],
+           "controls": [{"name": "wrong", "checks": [{"name": n, "verdict": FAIL}
+                                                     for n in ("fp32_inference", "fp32_training")]}]}  # fmt: skip
+    said = {c["name"]: (c["verdict"], c["not_judged"]) for c in fix_analysis.judged_checks(old)}
+    no_control = f"{judging.CONTROL_DID_NOT_FAIL} ({fix_analysis.NO_CONTROL_FAILED})"
+    assert said == {"fp32_inference": (PASS, ""), "fp32_gradients": (NOT_JUDGED, no_control),
+                    "fp32_training": (NOT_JUDGED, judging.ALL_ZERO)}  # fmt: skip
+    assert fix_analysis.overall_verdict(old).startswith("Overall verdict: **pass** — 1 of 1 checks pass; "
+                                                        "fp32_gradients not judged")
+    assert fix_analysis.verdict_cell({"verdict": NOT_JUDGED, "not_judged": "why"}) == "not judged (why)"
+    assert fix_analysis.control_matrix(old)[1][1][:2] == ["fp32_gradients", NOT_JUDGED]

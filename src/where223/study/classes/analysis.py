@@ -26,7 +26,9 @@ from typing import Any
 from where223.graph import ort
 from where223.outcomes import Outcome
 from where223.pipeline import environment, paths, portable, publish, records
+from where223.study import judging
 from where223.sweep.worker import now
+from where223.verdicts import NOT_JUDGED, PASS
 
 OUT_DIR: Path = paths.OUTPUTS / "classes"
 SUMMARY = "summary.json"  # what `summarize` writes in the sweep's folder
@@ -63,8 +65,31 @@ def column_name(col: tuple[str, str, str]) -> str:
     return "/".join(col)
 
 
+ORT_KERNELS = "ONNX Runtime CPU"  # a comparison's `execution` when ONNX Runtime ran the graph on its own kernels
+
+
+def emulated(check: dict[str, Any]) -> bool:
+    """Whether a comparison ran the graph with its reduced-precision kernels emulated (a `missing_kernel` graph,
+    `where223.graph.emulate`: its `execution` says `emulated bf16` or `emulated fp16`) rather than on ONNX Runtime's."""
+    return str(check.get("execution") or "").startswith("emulated")
+
+
+def judged_counts(checks: Iterable[dict[str, Any]], prefix: str = "") -> dict[str, int]:
+    """Of some comparisons against eager (records' `numerics`): how many pass under `where223.study.judging` (never
+    one that could not have failed), of those how many ran on ONNX Runtime's own kernels and how many were emulated,
+    and how many are not judged; each key `prefix_` first when `prefix` is given."""
+    verdicts = [(judging.numeric_verdict(check)[0], check) for check in checks]
+    passing = [check for said, check in verdicts if said == PASS]
+    key = f"{prefix}_" if prefix else ""
+    return {f"{key}within_tolerance": len(passing),
+            f"{key}within_on_ort_kernels": sum(check.get("execution") == ORT_KERNELS for check in passing),
+            f"{key}within_emulated": sum(emulated(check) for check in passing),
+            f"{key}not_judged": sum(said == NOT_JUDGED for said, _ in verdicts)}  # fmt: skip
+
+
 def counts(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """attempted, built, fed, exported and judged counts, then ONNX Runtime's verdicts and the eager comparisons."""
+    """attempted, built, fed, exported and judged counts, then ONNX Runtime's verdicts and the eager comparisons
+    (`within_tolerance` never counting one that could not have failed: `not_judged`)."""
     rows = list(rows)
     numerics = [r.get("numerics") or {} for r in rows]
     return {
@@ -78,7 +103,7 @@ def counts(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
         "type_refused": sum(r.get("outcome") in TYPE_REFUSALS for r in rows),
         "other_refused": sum(r.get("outcome") in (Outcome.OTHER_ERROR,) for r in rows),
         "compared": sum(n.get("status") == "measured" for n in numerics),
-        "within_tolerance": sum(n.get("within_tolerance") is True for n in numerics),
+        **judged_counts(numerics),
     }
 
 

@@ -1,13 +1,33 @@
 """The class study's records: one per model type, recipe and exporter under each stack's transformers release
 (`classes/<release>/<recipe>-<exporter>/<type>.json`), and `classes/summary.json` built from them. Standard
-library only: the cell writes its record in its stack's own interpreter."""
+library only: the cell writes its record in its stack's own interpreter.
+
+Roles (`where223.pipeline.roles`): besides the engine's (`where223.sweep.cell_types`), a cell's stage times are
+timings and its environment is the environment; its numerics against eager may move by their own tolerance
+(`within_tolerance` decides), the absolute differences and magnitudes behind them are informational.
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from where223.pipeline.record import Environment
-from where223.sweep.cell_types import CellError, EngineError, EngineRecord
+from where223.pipeline.roles import TIMING, Informational, Measured, Within
+from where223.sweep.cell_types import ATTEMPTS, CellError, EngineError, EngineRecord
+
+_RELATIVE = Measured(tolerance_key="tolerance", why="a relative difference from eager, which may move by the "
+                     "numerics' own tolerance: `within_tolerance` decides")
+_BEHIND = Informational("an absolute difference or magnitude behind the relative one, which decides")
+# numerics against eager, as classes.run and remedies.run record them (`where223.study.judging`)
+NUMERICS: dict[str, object] = {
+    "relative": _RELATIVE, "outputs[*].relative": _RELATIVE, "outputs[*].max_abs_diff": _BEHIND,
+    "outputs[*].max_abs_reference": _BEHIND, "outputs[*].reference_spread": _BEHIND,
+}
+# a remedy's numerics also run on their control (the inputs rolled), which must fail
+CONTROL = {"control.relative": Informational("the control's difference from eager: `fails_as_built` decides")}
+# a sweep summary's time per stack: its counts decide
+SUMMARY_TIMING = Within({f"*.{key}": TIMING for key in ("wall_s_sum", "mean_wall_s", "median_wall_s",
+                                                         "median_outside_stages_s", "projected_worker_hours")})
 
 
 class _Cell(EngineRecord):
@@ -20,12 +40,14 @@ class _Cell(EngineRecord):
 _CellOptional = TypedDict("_CellOptional", {
     "transformers_version": str, "settings": dict[str, Any], "built": bool, "fed": bool, "exported": bool,
     "judged": bool, "environment": Environment, "class": str, "head": str, "shrink": str,
-    "config_changes": dict[str, Any], "parameters": int, "inputs": dict[str, Any], "attempts": list[dict[str, Any]],
+    "config_changes": dict[str, Any], "parameters": int, "inputs": dict[str, Any],
+    "attempts": Annotated[list[dict[str, Any]], ATTEMPTS],
     "eager": dict[str, Any], "export": dict[str, Any], "export_warnings": list[str], "emitters": dict[str, Any],
     "onnx_bytes": int, "onnx_opset": int, "ir_version": int, "ort": dict[str, Any], "lint": dict[str, Any],
-    "blame": list[dict[str, Any]], "blame_error": CellError, "numerics": dict[str, Any],
-    "error": CellError | EngineError,
-    "reason": str, "timings_s": dict[str, float], "threads": dict[str, Any], "subject": dict[str, Any],
+    "blame": list[dict[str, Any]], "blame_error": CellError,
+    "numerics": Annotated[dict[str, Any], Within(NUMERICS)], "error": CellError | EngineError,
+    "reason": str, "timings_s": Annotated[dict[str, float], TIMING], "threads": dict[str, Any],
+    "subject": dict[str, Any],
 }, total=False)
 
 
@@ -41,9 +63,9 @@ class ClassesSummary(TypedDict):
     counts: dict[str, dict[str, int]]
     groups: list[dict[str, Any]]
     emulated_only: list[dict[str, Any]]
-    timing: dict[str, dict[str, Any]]
+    timing: Annotated[dict[str, dict[str, Any]], SUMMARY_TIMING]
     driver_environment: Environment
-    updated_at: str
+    updated_at: Annotated[str, TIMING]
 
 
 RECORDS: dict[str, type] = {"classes/*/*/*.json": ClassCellRecord, "classes/opsets/*/*/*.json": ClassCellRecord,

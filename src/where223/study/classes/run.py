@@ -16,7 +16,9 @@ the architecture sweep's (`where223.study.architectures.run`); then:
    line and the function that emitted it;
 4. an accepted model runs once in ONNX Runtime against the eager outputs, a `missing_kernel` one with its
    reduced-precision kernels emulated (`where223.graph.emulate`); the difference is max |difference| over max
-   |reference|, judged against `TOLERANCE_SPACINGS` of the reduced type's spacing at 1 (set before any run).
+   |reference|, judged against `TOLERANCE_SPACINGS` of the reduced type's spacing at 1 (set before any run); a
+   comparison whose eager outputs are all zero or constant could not have failed, and is `not judged`, never a pass
+   (`where223.study.judging`).
 
 Every stage that fails is recorded with its reason.
 """
@@ -42,6 +44,7 @@ from where223.study.architectures.run import (
     lint_findings,
     positional,
 )
+from where223.study.judging import numeric_verdict, reference_facts, undistinguishing
 from where223.sweep.exporters import NotApplicable
 from where223.sweep.recipes import RECIPES, Recipe
 from where223.sweep.stages import describe_error, time_stage, warning_lines
@@ -99,8 +102,9 @@ def compare_outputs(
             continue
         difference = float(np.abs(np.where(finite, measured - expected, 0.0)).max())
         nonfinite_graph = int((~np.isfinite(measured) & finite).sum())
-        magnitude = float(np.abs(expected[finite]).max())
-        rows.append({"output": index, "max_abs_diff": difference, "max_abs_reference": magnitude,
+        facts = reference_facts(expected)
+        magnitude = facts["max_abs_reference"]
+        rows.append({"output": index, "max_abs_diff": difference, **facts,
                      "relative": difference / magnitude if magnitude else difference,
                      "nonfinite_in_graph": nonfinite_graph})  # fmt: skip
     if not rows:
@@ -108,8 +112,22 @@ def compare_outputs(
     worst = max(rows, key=lambda row: (row["nonfinite_in_graph"] > 0, row["relative"]))
     limit = tolerance(reduced) if limit is None else limit
     within = worst["relative"] <= limit and not any(row["nonfinite_in_graph"] for row in rows)
-    return {"status": "measured", "execution": execution, "reduced": reduced, "tolerance": limit,
-            "relative": worst["relative"], "within_tolerance": within, "outputs": rows[:RUN_OUTPUTS_LIMIT]}
+    # the outputs kept: the first few, and the worst and the first that distinguishes wherever they are (the
+    # verdict rests on them, and the rule reads whether any output distinguishes from the record)
+    kept = rows[:RUN_OUTPUTS_LIMIT]
+    for row in (worst, next((row for row in rows if not undistinguishing([row])), None)):
+        if row is not None and row not in kept:
+            kept.append(row)
+    checked = {"status": "measured", "execution": execution, "reduced": reduced, "tolerance": limit,
+               "relative": worst["relative"], "within_tolerance": within, "outputs": kept}
+    return judge_numerics(checked)
+
+
+def judge_numerics(checked: dict[str, Any]) -> dict[str, Any]:
+    """`checked` (a measured comparison, its control in it where it has one) with the verdict of
+    `where223.study.judging` and why it is not judged ("" when it is), in place."""
+    checked["verdict"], checked["not_judged"] = numeric_verdict(checked)
+    return checked
 
 
 def run_graph(onnx_path: Path, feeds: dict[str, Any], verdict: str) -> tuple[list[Any], str]:

@@ -14,9 +14,18 @@ from where223.study.report import Report
 from where223.verdicts import NOT_MEASURED
 
 COUNTED = ("attempted", "built", "exported", "judged", "accepted", "missing_kernel", "type_refused",
-           "within_tolerance")  # fmt: skip
-HEADERS = ("tried", "built", "exported", "judged", "accepted", "no kernel", "type refused", "within tol.")
+           "within_tolerance", "not_judged")  # fmt: skip
+HEADERS = ("tried", "built", "exported", "judged", "accepted", "no kernel", "type refused", "within tol.",
+           "not judged")  # fmt: skip
 RECIPE_SHORT = {"cpu_bf16_autocast": "autocast", "bf16_model": "bf16", "fp16_model": "fp16"}
+
+
+def _count(counts: dict[str, int], key: str) -> Any:
+    """One count of a column; within tolerance with how many ran on ONNX Runtime's own kernels (ORT) and how many
+    were emulated (em.), where the summary records it; a count a summary made before it lacks: —."""
+    if key == "within_tolerance" and counts.get(key) and "within_on_ort_kernels" in counts:
+        return f"{counts[key]} ({counts['within_on_ort_kernels']} ORT, {counts['within_emulated']} em.)"
+    return counts.get(key, "—")
 
 
 def _short(column: str) -> str:
@@ -108,10 +117,13 @@ def section(report: Report) -> None:
         "precision (CPU bf16 autocast, the whole model in bf16, the whole model in fp16), exported in eval mode "
         "by each exporter of the stack, judged by ONNX Runtime's CPU provider; an accepted model ran once against "
         "eager PyTorch under the same recipe (a `missing_kernel` one with its reduced kernels emulated), within "
-        "a tolerance of eight spacings of its type, set before the run:",
+        "a tolerance of eight spacings of its type, set before the run (*within tol.*: how many, with how many of "
+        "those ran on ONNX Runtime's own kernels, ORT, and how many were emulated, em.; *not judged*: compared "
+        "against eager outputs that are all zero or constant, so the comparison could not have failed, and not "
+        "counted within tolerance, `where223.study.judging`):",
         "",
         *markdown.table(["stack", "recipe", "exporter", *HEADERS],
-                        [[*c.split("/"), *(data["counts"][c][k] for k in COUNTED)] for c in columns]),
+                        [[*c.split("/"), *(_count(data["counts"][c], k) for k in COUNTED)] for c in columns]),
         "",
         "Classes of refusal (operator: what was broken), model types per recipe and exporter, one table per stack:",
         "",

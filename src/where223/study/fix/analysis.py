@@ -1,6 +1,10 @@
 """What a verification record says, read from the record alone (no torch): each check's verdict as tables show
 it, the overall verdict, the table check x (fix, controls), each numeric check's margin on every control, and the
-checks no control broke (checks not shown able to fail)."""
+checks no control broke (checks not shown able to fail).
+
+Every check is judged here again by `where223.study.judging` (`judged_checks`): one that passed with no control
+failing it, or whose recorded reference is all zero or constant, is `not judged`, never a pass, so a record made
+before that rule is judged by it too; the overall verdict is then counted again from the checks so judged."""
 
 from __future__ import annotations
 
@@ -8,17 +12,61 @@ from collections.abc import Mapping
 from typing import Any
 
 from where223 import markdown
+from where223.study import judging
+from where223.verdicts import FAIL, NOT_JUDGED, PASS
 
 NOT_RUN = "—"
+NO_CONTROL_FAILED = "no control that ran it failed"
+
+
+def failing_on_controls(verification: Mapping[str, Any]) -> set[str]:
+    """The names of the checks some control failed."""
+    return {check["name"] for control in verification.get("controls", []) for check in control["checks"]
+            if check["verdict"] == FAIL}
+
+
+def judged_check(check: Mapping[str, Any], failing: set[str]) -> dict[str, Any]:
+    """A recorded check judged by the rule: a pass whose reference does not distinguish, or that no control failed
+    (`failing`: the names of the checks some control failed), is NOT_JUDGED with why; any other check as recorded."""
+    if check["verdict"] != PASS:
+        return dict(check)
+    reason = judging.not_judged_reason(check.get("reference") or [], check["name"] in failing, NO_CONTROL_FAILED)
+    return {**check, "verdict": NOT_JUDGED, "not_judged": reason} if reason else dict(check)
+
+
+def judged_checks(verification: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The fix's checks of a verification record, each judged by the rule (`judged_check`)."""
+    failing = failing_on_controls(verification)
+    return [judged_check(check, failing) for check in verification["checks"]]
+
 
 def verdict_cell(check: Mapping[str, Any]) -> str:
-    """A check's verdict as a table shows it: with what the check left out of it, when it left something out."""
+    """A check's verdict as a table shows it: with what the check left out of it, when it left something out, or
+    why it is not judged."""
     left_out = check.get("not_judged", "")
+    if check["verdict"] == NOT_JUDGED:
+        return f"{NOT_JUDGED} ({left_out})" if left_out else NOT_JUDGED
     return f"{check['verdict']} (not judged: {left_out})" if left_out else str(check["verdict"])
 
+
 def overall_verdict(verification: Mapping[str, Any]) -> str:
-    """'Overall verdict: **pass** — what it covers', from the record's own statement when it has one."""
+    """'Overall verdict: **pass** — what it covers', from the record's own statement when the rule changes none of
+    its checks, else counted again from the checks as the rule judges them."""
     verdict, statement = verification["verdict"], verification.get("verdict_statement", "")
+    judged = judged_checks(verification)
+    changed = [check for check, recorded in zip(judged, verification["checks"], strict=True)
+               if check["verdict"] != recorded["verdict"]]  # fmt: skip
+    if changed:
+        voting = [check for check in judged if check["verdict"] in (PASS, FAIL)]
+        failed = [check["name"] for check in voting if check["verdict"] == FAIL]
+        verdict = FAIL if failed else PASS
+        statement = f"{verdict} — {len(voting) - len(failed)} of {len(voting)} checks pass"
+        statement += f"; failed: {', '.join(failed)}" if failed else ""
+        statement += "".join(f"; {check['name']} not judged: {check['not_judged']}" for check in changed)
+        recorded = verification.get("verdict_statement", "")  # what was not measured, as the record says it
+        tail = next((recorded[recorded.index(said):] for said in ("; not measured on ", "; nothing asked went")
+                     if said in recorded), "")  # fmt: skip
+        statement += tail
     covers = statement[len(verdict):] if statement.startswith(verdict) else ""
     return f"Overall verdict: **{verdict}**{covers}."
 
@@ -30,14 +78,14 @@ def control_matrix(verification: Mapping[str, Any]) -> tuple[list[str], list[lis
     verdicts = [{check["name"]: check["verdict"] for check in control["checks"]} for control in controls]
     rows = [
         [check["name"], check["verdict"], *[found.get(check["name"], NOT_RUN) for found in verdicts]]
-        for check in verification["checks"]
+        for check in judged_checks(verification)
     ]
     return header, rows
 
 def uncontrolled_checks(verification: Mapping[str, Any]) -> list[str]:
-    """The checks that pass for the fix and fail on no control: checks not shown able to fail."""
-    failing = {check["name"] for control in verification.get("controls", []) for check in control["checks"]
-               if check["verdict"] == "fail"}
+    """The checks recorded as passing for the fix that fail on no control: checks not shown able to fail (none in a
+    record made under the rule, which records them not judged)."""
+    failing = failing_on_controls(verification)
     return [check["name"] for check in verification["checks"]
             if check["verdict"] == "pass" and check["name"] not in failing]
 
@@ -50,7 +98,7 @@ def control_margins(verification: Mapping[str, Any]) -> list[str]:
     far each control is from passing."""
     controls = verification.get("controls", [])
     lines = []
-    for check in verification["checks"]:
+    for check in judged_checks(verification):
         value, tolerance = check.get("value"), check.get("tolerance")
         if _number(value) and _number(tolerance):
             keys: list[str | None] = [None]
@@ -93,7 +141,8 @@ def controls_section(verification: Mapping[str, Any]) -> list[str]:
         "",
         *(["Measured values against each tolerance, on the fix and on the controls that ran the check:", "",
            *margins, ""] if margins else []),
-        ("Checks that passed for the fix and failed on no control: " + ", ".join(f"`{n}`" for n in uncontrolled)
+        ("Checks that passed for the fix and failed on no control, so not judged: "
+         + ", ".join(f"`{n}`" for n in uncontrolled)
          if uncontrolled else "Every check that passed for the fix failed on at least one control."),
         "",
     ]

@@ -4,10 +4,12 @@ to break them, and `verify_fix` running them all.
 A check that cannot fail proves nothing: every check that passes for the fix is run again on a control made
 to break it (the unfixed attention, a variant that changes eager numbers, two wrong scales, a weak and a strong
 one, dropout on in both ORTModule and PyTorch, a wrong graph repair, perturbed graphs), and `verification.json`
-keeps the controls' verdicts and values beside the fix's. `where223.study.fix.analysis.uncontrolled_checks` names any
-check that passed without a failing control. A check says what it left out of its verdict (`not_judged`) and
-what it could not measure (`not_measured`); the overall verdict repeats both. A failing verdict is a result,
-written like a passing one.
+keeps the controls' verdicts and values beside the fix's. A check that passes with no control failing it, or whose
+reference (the numbers it compares against) is all zero or constant, could not have failed: it is `not judged`
+(`where223.study.judging`), with the reason in `not_judged`, and does not vote (`judge_by_controls`, applied once the
+controls have run; `where223.study.fix.analysis` applies the same rule to committed records). A check says what it
+left out of its verdict (`not_judged`) and what it could not measure (`not_measured`); the overall verdict repeats
+both. A failing verdict is a result, written like a passing one.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from where223.graph.ort import OrtVerdict, classify, judge, load_session
 from where223.graph.repair import Change
 from where223.graph.types import model_types
 from where223.pipeline import environment, records
+from where223.study import judging
 from where223.study.fix.record import FIXED_MODEL, FP32_MODEL, REPAIRED_MODEL
-from where223.verdicts import FAIL, INFO, NOT_MEASURED, PASS, verdict
+from where223.verdicts import FAIL, INFO, NOT_JUDGED, NOT_MEASURED, PASS, verdict
 
 # ORTModule's session stage, which a bf16 graph on CPU reaches once the Where type check passes.
 SESSION_FRAME = ":_create_execution_agent"
@@ -62,8 +65,10 @@ class Check:
 
     `not_measured` names what the question asks that this device could not measure ("" when nothing);
     `not_judged` what the check measured or found and left out of its verdict on purpose ("" when nothing),
-    which the overall verdict repeats; `per_model` holds, for a check judged model by model, each model's
-    result, its tolerance and how that was set, and the models left out with the reason ({} for other checks).
+    which the overall verdict repeats, or, when the verdict is NOT_JUDGED, why the whole check could not have
+    failed; `per_model` holds, for a check judged model by model, each model's result, its tolerance and how that
+    was set, and the models left out with the reason ({} for other checks); `reference`, for a check comparing
+    numbers against a reference, `judging.reference_facts` of each reference tensor ([] for other checks).
     """
 
     name: str
@@ -75,12 +80,44 @@ class Check:
     not_measured: str = ""
     not_judged: str = ""
     per_model: dict[str, Any] = field(default_factory=dict)
+    reference: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
-        if not self.per_model:
-            del record["per_model"]
+        for empty in ("per_model", "reference"):
+            if not record[empty]:
+                del record[empty]
         return record
+
+
+def compared(name: str, question: str, value: Any, tolerance: Any, ok: bool, detail: str,
+             references: Sequence[Any]) -> Check:  # fmt: skip
+    """A check comparing numbers against `references` (tensors or arrays): PASS or FAIL by `ok`, unless the
+    references do not distinguish (all zero, or constant), when it could not have failed (`judging`): NOT_JUDGED."""
+    facts = [judging.reference_facts(_array(reference)) for reference in references]
+    reason = judging.not_judged_reason(facts)
+    said = judging.judged(ok, reason)
+    return Check(name, question, value, tolerance, said, detail, not_judged=reason if said == NOT_JUDGED else "",
+                 reference=facts)
+
+
+def _array(value: Any) -> Any:
+    """A tensor (any dtype, bf16 included) or a sequence as a float64 numpy array."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(torch.float64).cpu().numpy()
+    return torch.as_tensor(value, dtype=torch.float64).numpy()
+
+
+def judge_by_controls(checks: Sequence[Check], controls: Sequence[Control]) -> list[Check]:
+    """The rule's second half, once the controls have run: a check that passed and that no control failed has not
+    been shown able to fail, so it is NOT_JUDGED with that reason (in place; `checks` returned)."""
+    failing = {check.name for control in controls for check in control.checks if check.verdict == FAIL}
+    for check in checks:
+        if check.verdict == PASS and check.name not in failing:
+            check.verdict = NOT_JUDGED
+            check.not_judged = judging.not_judged_reason(check.reference, control_failed=False,
+                                                         control="no control that ran it failed")  # fmt: skip
+    return list(checks)
 
 
 @dataclass
@@ -222,14 +259,15 @@ def bitwise_check(
          if a.shape == b.shape),
         default=math.inf,
     )
-    return Check(
+    return compared(
         name,
         f"Are eager logits and attention probabilities on {model_label} under {amp_dtype} autocast bitwise "
         f"equal to unpatched transformers {transformers.__version__}'s?",
         difference,
         0.0,
-        verdict(equal),
+        equal,
         "max |difference| of logits and attention probabilities",
+        reference,
     )
 
 
@@ -263,9 +301,9 @@ def onnxruntime_logits(onnx_path: str | Path, batch: dict[str, torch.Tensor]) ->
 def close_check(
     name: str, question: str, expected: list[float] | torch.Tensor, measured, tolerance: float
 ) -> Check:
-    """(d) Two series agree within an absolute tolerance."""
+    """(d) Two series agree within an absolute tolerance (`expected` the reference)."""
     difference = float((torch.as_tensor(expected) - torch.as_tensor(measured)).abs().max())
-    return Check(name, question, difference, tolerance, verdict(difference <= tolerance), "max |difference|")
+    return compared(name, question, difference, tolerance, difference <= tolerance, "max |difference|", [expected])
 
 
 def gradient_differences(
@@ -309,14 +347,15 @@ def gradient_check(
         f"fallback {execution.get('fallback_policy')}, pending {execution.get('fallback_pending')}"
         if executed else f"ONNX Runtime not seen executing: {dict(execution)}"
     )
-    return Check(
+    return compared(
         "fp32_gradients",
         f"Do ORTModule's fp32 gradients of all {len(rows)} parameters after the first backward match PyTorch's?",
         worst["relative"],
         tolerance,
-        verdict(executed and bool(rows) and worst["relative"] <= tolerance),
+        executed and bool(rows) and worst["relative"] <= tolerance,
         f"worst: {worst['parameter']} (max |difference| {worst['max_abs']:.3g}, relative {worst['relative']:.3g}); "
         + seen,
+        [reference[name] for name in sorted(reference)],
     )
 
 
@@ -672,7 +711,8 @@ def measure_repaired_outputs(pairs: Sequence[RepairPair], device: str, amp_dtype
                 logits[label], execution = reduced_precision_logits(getattr(pair, label), pair.batch, device)
             except NotMeasured as reason:
                 return RepairedOutputs({}, {}, not_measured=f"the {label} graph of {pair.model} was not run: {reason}")
-        differences[pair.model] = logits_difference(logits["repaired"], logits["fixed"], amp_dtype)
+        differences[pair.model] = {**logits_difference(logits["repaired"], logits["fixed"], amp_dtype),
+                                   **judging.reference_facts(logits["fixed"])}  # the rule reads the reference
     return RepairedOutputs(differences, {pair.model: pair.layers for pair in pairs}, execution)
 
 
@@ -726,6 +766,9 @@ def repaired_outputs_check(
                 dropped[model] = (f"its control (every attention Where's value inputs swapped) differs by only "
                                   f"{controlled:.2f} spacings, within its tolerance of {tolerance}: no error of that "
                                   "kind can fail the check on it")
+        flat = judging.undistinguishing([difference]) if "reference_size" in difference else ""
+        if flat:
+            dropped[model] = f"{flat} (the source-fixed graph's logits): any graph giving them passes"
         results[model] = result
     judged = {model: result for model, result in results.items() if model not in dropped}
     notes = [f"max |difference| of {measured.execution} logits, in spacings of {amp_dtype} at the source-fixed "
@@ -735,11 +778,13 @@ def repaired_outputs_check(
         notes.append(f"control not measured ({control.not_measured}): no model shown able to fail")
     notes += [f"left out: {model}: {why}" for model, why in dropped.items()]
     per_model = {"tolerance_formula": formula, "models": results, "dropped": dropped}
-    left_out = "; ".join(f"{model} (control within tolerance)" for model in dropped)
+    left_out = "; ".join(f"{model} ({'control within tolerance' if why.startswith('its control') else why})"
+                         for model, why in dropped.items())  # fmt: skip
     if not judged:
-        notes.insert(0, "no model on which its control fails, so nothing judged")
-        return Check("repaired_outputs", question, NOT_MEASURED, formula, NOT_MEASURED, "; ".join(notes),
-                     not_judged=left_out, per_model=per_model)
+        notes.insert(0, "no model on which its control fails and its reference distinguishes, so nothing judged")
+        return Check("repaired_outputs", question, {model: result["spacings"] for model, result in results.items()},
+                     {model: result["tolerance_spacings"] for model, result in results.items()}, NOT_JUDGED,
+                     "; ".join(notes), not_measured=emulated, not_judged=left_out, per_model=per_model)
     return Check(
         "repaired_outputs",
         question,
@@ -778,7 +823,8 @@ def verdict_statement(checks: Sequence[Check], device: str) -> str:
     text = f"{overall} — {len(voting) - len(failed)} of {len(voting)} checks pass"
     if failed:
         text += f"; failed: {', '.join(failed)}"
-    text += "".join(f"; {c.name} did not judge {c.not_judged}" for c in checks if c.not_judged)
+    text += "".join(f"; {c.name} not judged: {c.not_judged}" if c.verdict == NOT_JUDGED else
+                    f"; {c.name} did not judge {c.not_judged}" for c in checks if c.not_judged)  # fmt: skip
     missing = coverage(checks)
     text += f"; not measured on {device}: {'; '.join(missing)}" if missing else "; nothing asked went unmeasured"
     return text
@@ -969,7 +1015,7 @@ def verify_fix(
                                 swapped_outputs=swapped_outputs)
 
     verification = {
-        **summary(checks, settings.device),
+        **summary(judge_by_controls(checks, controls), settings.device),
         "controls": [control.to_dict() for control in controls],
         "numerics": export_numerics(settings, variant, fixed_path, repaired_path),
         "variant": variant,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from where223 import markdown
 from where223.gpt2 import runs
-from where223.study.fix.analysis import controls_section, overall_verdict, verdict_cell
+from where223.study.fix.analysis import controls_section, judged_checks, overall_verdict, verdict_cell
 from where223.study.report import Report, find_run
 
 
@@ -25,7 +25,7 @@ def section(report: Report) -> None:
         "",
         *markdown.table(["check", "question", "measured", "tolerance", "verdict"],
                         [[f"`{c['name']}`", c["question"], c["value"], c["tolerance"], verdict_cell(c)]
-                         for c in verification["checks"]]),
+                         for c in judged_checks(verification)]),
         "",
         *[f"- `{c['name']}`: {c['detail']}" for c in verification["checks"] if c["detail"]],
         "",
@@ -59,7 +59,7 @@ def emulated_verification(report: Report) -> None:
         "",
         *markdown.table(["check", "measured", "tolerance", "verdict"],
                         [[f"`{c['name']}`", c["value"], c["tolerance"], verdict_cell(c)]
-                         for c in verification["checks"]]),
+                         for c in judged_checks(verification)]),
         "",
         f"Record: [`verification.json`]({fixed}/verification.json).",
         "",

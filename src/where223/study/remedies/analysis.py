@@ -1,9 +1,13 @@
 """The remedies study's records, read: for each refusal class of the class study (operator, kind, exporter,
 recipe, stack), how many of its members the rerun refused as the class sweep did, how many ONNX Runtime accepts
 after `where223 repair` and after the export-time fixes, how many of those compute what eager PyTorch computed
-within the class study's tolerance, whether the repaired and fixed graphs agree, and whether each numeric check's
-control failed as built; and for a sample of the class sweep's accepted models, whether the fixes changed anything
-(a regression is a sample whose fixed export ONNX Runtime no longer accepts, or no longer matches eager).
+within the class study's tolerance (of those, how many ran on ONNX Runtime's own kernels and how many were
+`missing_kernel` graphs whose numerics were emulated), whether the repaired and fixed graphs agree, and whether each
+numeric check's control failed as built; and for a sample of the class sweep's accepted models, whether the fixes
+changed anything (a regression is a sample whose fixed export ONNX Runtime no longer accepts, or no longer matches
+eager). Every comparison is judged here again by `where223.study.judging` from the fields its record keeps (eager's
+outputs all zero or constant, or a control that did not fail: `not judged`, never counted within tolerance), so
+records made before that rule are judged by it too.
 
 `plan(stacks)` draws the cells from the class study's committed records (`planner:` of spaces/remedies-*.yaml):
 `SAMPLES_PER_COLUMN` accepted models of each column first, then the members of every class taken in turn (the
@@ -22,9 +26,11 @@ from typing import Any
 from where223.graph import ort
 from where223.outcomes import TYPES_ACCEPTED
 from where223.pipeline import environment, paths, publish, records
+from where223.study import judging
 from where223.study.classes import analysis as classes
 from where223.study.remedies import baseline
 from where223.sweep.worker import now
+from where223.verdicts import NOT_JUDGED
 
 OUT_DIR: Path = paths.OUTPUTS / "remedies"
 SUMMARY = "summary.json"
@@ -90,22 +96,26 @@ def _accepted(part: dict[str, Any]) -> bool:
 
 
 def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The counts of one class (or sample) over its rerun records."""
+    """The counts of one class (or sample) over its rerun records: `*_within_tolerance` counts the comparisons that
+    pass under `where223.study.judging` (split into `*_within_on_ort_kernels` and `*_within_emulated`), never one
+    that could not have failed (`*_not_judged`)."""
     repaired = [r.get("repair") or {} for r in rows]
     fixed = [r.get("fixed") or {} for r in rows]
     numeric = [_numerics(p) for p in repaired + fixed] + [_numerics(r.get("plain") or {}) for r in rows]
     controls = [n["control"] for n in numeric if n.get("status") == "measured" and n.get("control")]
+    pairs = [r.get("pair") or {} for r in rows]
     return {
         "rerun": len(rows),
         "refused_before": sum((r.get("plain") or {}).get("outcome") in classes.TYPE_REFUSALS for r in rows),
         "accepted_before": sum(_accepted(r.get("plain") or {}) for r in rows),
         "repair_accepted": sum(_accepted(p) for p in repaired),
         "repair_refused_by_tool": sum(p.get("status") == "refused" for p in repaired),
-        "repair_within_tolerance": sum(_numerics(p).get("within_tolerance") is True for p in repaired),
+        **classes.judged_counts([_numerics(p) for p in repaired], "repair"),
         "fix_accepted": sum(_accepted(p) for p in fixed),
-        "fix_within_tolerance": sum(_numerics(p).get("within_tolerance") is True for p in fixed),
-        "pair_compared": sum((r.get("pair") or {}).get("status") == "measured" for r in rows),
-        "pair_within_tolerance": sum((r.get("pair") or {}).get("within_tolerance") is True for r in rows),
+        **classes.judged_counts([_numerics(p) for p in fixed], "fix"),
+        "pair_compared": sum(p.get("status") == "measured" for p in pairs),
+        "pair_within_tolerance": sum(judging.passed(p) for p in pairs),
+        "pair_not_judged": sum(judging.not_judged(p) for p in pairs),
         "controls_run": len(controls),
         "controls_failed_as_built": sum(c.get("fails_as_built") is True for c in controls),
     }
@@ -170,17 +180,20 @@ def tolerances(rows: list[dict[str, Any]]) -> dict[str, Any]:
                        "for the inputs as they were: must fail the same check"}
 
 
-def controls_not_failing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every numeric check whose control did not fail: the model's outputs did not move when its inputs were
-    rolled, so for it the check is shown nothing."""
+def not_judged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every comparison that could not have failed (`where223.study.judging`: eager's outputs all zero or constant,
+    or a control that did not fail), with the reason and the seeds the cell tried: counted apart, never within
+    tolerance."""
     found = []
     for r in rows:
-        for part in ("plain", "repair", "fixed"):
-            n = _numerics(r.get(part) or {})
-            control = n.get("control") if n.get("status") == "measured" else None
-            if control and control.get("fails_as_built") is not True:
-                found.append({"cell": "/".join(cell_key(r)), "part": part, "relative": n.get("relative"),
-                              "control_relative": control.get("relative")})  # fmt: skip
+        for part in ("plain", "repair", "fixed", "pair"):
+            n = (r.get("pair") or {}) if part == "pair" else _numerics(r.get(part) or {})
+            said, reason = judging.numeric_verdict(n)
+            if said == NOT_JUDGED:
+                found.append({"cell": "/".join(cell_key(r)), "part": part, "reason": reason,
+                              "execution": n.get("execution"), "relative": n.get("relative"),
+                              "control_relative": (n.get("control") or {}).get("relative"),
+                              "seeds": [s.get("seed") for s in r.get("seeds") or []] or [0]})  # fmt: skip
     return found
 
 
@@ -214,8 +227,8 @@ def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
     for column, mine in sorted(samples.items()):
         regressed = [r["model_type"] for r in mine if _accepted(r.get("plain") or {}) and (
             not _accepted(r.get("fixed") or {})
-            or (_numerics(r.get("plain") or {}).get("within_tolerance") is True
-                and _numerics(r.get("fixed") or {}).get("within_tolerance") is not True))]  # fmt: skip
+            or (judging.passed(_numerics(r.get("plain") or {}))
+                and not judging.passed(_numerics(r.get("fixed") or {}))))]  # fmt: skip
         sample_summary[column] = {**tally(mine), "models": sorted(r["model_type"] for r in mine),
                                   "repair_nothing_to_do": sum((r.get("repair") or {}).get("status")
                                                               == "nothing_to_repair" for r in mine),
@@ -226,7 +239,7 @@ def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
                         "fixes (where223.fixes), each judged by ONNX Runtime's CPU provider and run against eager "
                         "PyTorch; and a sample of accepted models that the fixes must not regress"),
         "tolerances": tolerances(rows),
-        "controls_not_failing": controls_not_failing(rows),
+        "not_judged": not_judged(rows),
         "counts": {stack: tally([r for r in rows if classes.column(r)[0] == stack])
                    for stack in sorted({classes.column(r)[0] for r in rows})},
         "classes": class_list,

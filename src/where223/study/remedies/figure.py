@@ -2,7 +2,9 @@
 each with its stack, recipe and exporter) by what happened to the members rerun (columns): refused again as in the
 class sweep, accepted by ONNX Runtime after `where223 repair`, matching eager after it, accepted after the
 export-time fixes, matching eager after them. Each cell is a count of model types; its shade is that count's share
-of the members rerun, so a full column reads at a glance."""
+of the members rerun, so a full column reads at a glance. A count matching eager leaves out the comparisons that could
+not have failed (`not judged`, `where223.study.judging`) and says in brackets how many of it ran on ONNX Runtime's own
+kernels (the rest were emulated: `missing_kernel`)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,14 @@ def rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(found, key=lambda e: (-e["rerun"], -e["members"], row_label(e)))[:ROWS]
 
 
+def label(entry: dict[str, Any], key: str) -> str:
+    """A cell's text: the count, and for a count matching eager how many of it ran on ONNX Runtime's own kernels."""
+    prefix = key.removesuffix("_within_tolerance")
+    ort = entry.get(f"{prefix}_within_on_ort_kernels") if key in ("repair_within_tolerance",
+                                                                  "fix_within_tolerance") else None
+    return f"{entry[key]} ({ort})" if ort is not None and entry[key] else str(entry[key])
+
+
 def draw(summary: dict[str, Any], out_stem: Path) -> list[Path]:
     """Draw classes x outcomes with counts and save `<out_stem>.png` and `.svg`."""
     shown = rows(summary)
@@ -45,7 +55,7 @@ def draw(summary: dict[str, Any], out_stem: Path) -> list[Path]:
             share = count / entry["rerun"] if entry["rerun"] else 0.0
             colour = (1 - 0.7 * share, 1 - 0.35 * share, 1 - 0.6 * share) if c else (0.93, 0.93, 0.93)
             ax.add_patch(Rectangle((c, r), 1, 1, facecolor=colour, edgecolor="#999999", lw=0.4))
-            ax.text(c + 0.5, r + 0.5, str(count), ha="center", va="center", fontsize=LABEL_SIZE,
+            ax.text(c + 0.5, r + 0.5, label(entry, key), ha="center", va="center", fontsize=LABEL_SIZE,
                     color="white" if c and share > 0.7 else "black")  # fmt: skip
     ax.set_xlim(0, len(COLUMNS))
     ax.set_ylim(max(len(shown), 1), 0)
@@ -56,5 +66,8 @@ def draw(summary: dict[str, Any], out_stem: Path) -> list[Path]:
     fig.suptitle("Refused model types rerun with `where223 repair` and with the export-time fixes (ONNX Runtime CPU)",
                  fontsize=HEADING_SIZE)  # fmt: skip
     height = fig.get_figheight()
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height), h_pad=0.2)
+    fig.text(0.01, 0.01, "≈ eager: within tolerance, not-judged comparisons (constant eager outputs, a control that "
+             "did not fail) left out; (n): of those, on ONNX Runtime's own kernels, the rest emulated",
+             fontsize=TEXT_SIZE, ha="left", va="bottom")  # fmt: skip
+    fig.tight_layout(rect=(0, 0.35 / height, 1, 1 - 0.3 / height), h_pad=0.2)
     return save_figure(fig, out_stem)

@@ -11,7 +11,10 @@ Each remedy ONNX Runtime accepts runs against eager (`missing_kernel` ones emula
 with the class study's tolerance, fixed before any run; the repaired and the fixed graphs are compared with each
 other (`PAIR_TOLERANCE_FACTOR` times that tolerance, fixed before any run: each is within one tolerance of eager);
 and each numeric check runs once more on a control built to fail it: the remedy's graph fed inputs rolled by one
-position along their last axis, against eager's outputs for the inputs as they were.
+position along their last axis, against eager's outputs for the inputs as they were. A check whose eager outputs
+are all zero or constant, or whose control did not fail, could not have failed: it is `not judged`, never a pass
+(`where223.study.judging`). When eager's outputs are all zero or constant, the model is built again from its
+config with other random weights and inputs (`SEEDS`, at most three in all, each tried recorded in `seeds`).
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from where223.outcomes import TYPES_ACCEPTED
+from where223.study import judging
 from where223.study.architectures.run import build_and_feed, judge_into, lint_findings, positional
 from where223.study.classes.run import (
     compare_outputs,
     eager_stage,
     export_stage,
     feeds_of,
+    judge_numerics,
     reduced_type,
     run_graph,
     tolerance,
@@ -39,6 +44,9 @@ from where223.sweep.stages import describe_error, time_stage
 from where223.verdicts import NOT_MEASURED
 
 PAIR_TOLERANCE_FACTOR = 2  # repaired against fixed: each within one tolerance of eager, so at most two apart
+# the seeds of a cell's random weights and inputs: 0 (the class study's), then the others only while eager's outputs
+# are all zero or constant (a check against them could not fail)
+SEEDS = (0, 1, 2)
 FIXED = "+fixes"  # the exporters' names with the export-time fixes
 
 
@@ -93,7 +101,63 @@ def check_numerics(path: Path, outcome: str, inputs: dict[str, Any], reference: 
                           "relative": relative if finite else None, "nonfinite": not finite,
                           "fails_as_built": control.get("within_tolerance") is False}  # fmt: skip
     checked["outputs_for_pair"] = outputs  # dropped before the record is written
-    return checked
+    return judge_numerics(checked)
+
+
+def reference_verdict(reference: list[Any] | None) -> str:
+    """Why eager's outputs cannot tell one graph from another (`judging.undistinguishing` over the floating outputs
+    with a finite value, as `compare_outputs` compares them), "" when they can or eager did not run."""
+    import numpy as np
+
+    if reference is None:
+        return ""
+    rows = [judging.reference_facts(value) for value in map(np.asarray, reference)
+            if value.dtype.kind == "f" and value.size and np.isfinite(value).any()]  # fmt: skip
+    return judging.undistinguishing(rows)
+
+
+def reseeded(model: Any, inputs: dict[str, Any], seed: int) -> tuple[Any, dict[str, Any]]:
+    """The model built again from its config with torch seeded `seed` (other random weights), in the same mode, and
+    its inputs drawn again from a generator seeded `seed`: floating ones normal with each input's mean and standard
+    deviation, integer ones uniform over each input's range (token ids stay in theirs, a mask of ones stays ones),
+    boolean ones as they were."""
+    import torch
+
+    torch.manual_seed(seed)
+    fresh = type(model)(model.config)
+    fresh.train(model.training)
+    generator = torch.Generator().manual_seed(seed)
+    drawn = {}
+    for name, value in inputs.items():
+        if value.is_floating_point():
+            normal = torch.randn(value.shape, generator=generator)
+            spread = float(value.float().std()) if value.numel() > 1 else 1.0
+            drawn[name] = (normal * spread + float(value.float().mean())).to(value.dtype)
+        elif value.dtype == torch.bool or not value.numel():
+            drawn[name] = value
+        else:
+            drawn[name] = torch.randint(int(value.min()), int(value.max()) + 1, value.shape, generator=generator,
+                                        dtype=value.dtype)  # fmt: skip
+    return fresh, drawn
+
+
+def seeded_eager_stage(record: dict[str, Any], timed: Any, model: Any, inputs: dict[str, Any], recipe: Recipe,
+                       mode: str) -> tuple[Any, dict[str, Any], list[Any] | None, Any]:  # fmt: skip
+    """The class study's eager stage on the model as built (seed 0), then, while eager's outputs are all zero or
+    constant, on the model and inputs drawn again with the next of `SEEDS`; each seed tried and what its outputs
+    were recorded in `record["seeds"]`, the cell going on with the last."""
+    tried: list[dict[str, Any]] = []
+    for seed in SEEDS:
+        if seed:
+            model, inputs = reseeded(model, inputs, seed)
+        stage = eager_stage(record, timed, positional(model, list(inputs)), inputs, recipe, mode)
+        why = reference_verdict(stage[2])
+        tried.append({"seed": seed, "reference": why or ("distinguishes" if stage[2] is not None else
+                                                         "eager did not run")})  # fmt: skip
+        if not why:
+            break
+    record["seeds"] = tried
+    return stage
 
 
 def repair_stage(record: dict[str, Any], plain: dict[str, Any], source: Path, target: Path) -> None:
@@ -155,8 +219,7 @@ def run(model_type: str, release: str, onnx_path: Path, recipe: Recipe, exporter
     model, inputs = build_and_feed(record, timed, model_type, mode, None)
     if model is None or inputs is None:
         return record
-    module, inputs, reference, table = eager_stage(record, timed, positional(model, list(inputs)), inputs, recipe,
-                                                   mode)  # fmt: skip
+    module, inputs, reference, table = seeded_eager_stage(record, timed, model, inputs, recipe, mode)
     plain: dict[str, Any] = {"timings_s": {}}
     record["plain"] = plain
     if not export_stage(plain, functools.partial(time_stage, plain), module, inputs, onnx_path, recipe, exporter,

@@ -53,6 +53,69 @@ def ortmodule_lines(record: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def within(entry: dict[str, Any], prefix: str) -> str:
+    """A count of comparisons within tolerance of eager with where they ran: `58 (4 ORT, 54 em.)` (ORT: on ONNX
+    Runtime's own kernels; em.: a `missing_kernel` graph, its numerics emulated); the bare count from a summary made
+    before the split was recorded."""
+    count = entry[f"{prefix}_within_tolerance"]
+    if f"{prefix}_within_on_ort_kernels" not in entry or not count:
+        return str(count)
+    return f"{count} ({entry[f'{prefix}_within_on_ort_kernels']} ORT, {entry[f'{prefix}_within_emulated']} em.)"
+
+
+def _cell(entry: dict[str, Any], key: str) -> Any:
+    """One count of a class's row: the `≈ eager` ones with where they ran (`within`)."""
+    return within(entry, key.removesuffix("_within_tolerance")) if key in ("repair_within_tolerance",
+                                                                            "fix_within_tolerance") else entry[key]
+
+
+PART = {"plain": "plain export", "repair": "repair", "fixed": "fix", "pair": "repair against fix"}
+
+
+def headline(data: dict[str, Any]) -> str:
+    """The classes' totals: accepted and within tolerance after each remedy, where those ran, and how many
+    comparisons are not judged (excluded from every count of *≈ eager*)."""
+    total: dict[str, int] = {}
+    for entry in data["classes"]:
+        for key, value in entry.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+    said = []
+    for prefix, name in (("repair", "after `where223 repair`"), ("fix", "with the fixes")):
+        said.append(f"{name}, {total.get(prefix + '_accepted', 0)} accepted and {within(total, prefix)} within "
+                    f"tolerance of eager")
+    judged = f"{total.get('repair_not_judged', 0)} repairs', {total.get('fix_not_judged', 0)} fixes' and " \
+             f"{total.get('pair_not_judged', 0)} repaired-against-fixed comparisons"
+    return (f"Over the {total.get('rerun', 0)} members rerun: {said[0]}; {said[1]} (ORT: the graph ran on ONNX "
+            "Runtime's own CPU kernels; em.: ONNX Runtime accepted its types but has no kernel here "
+            "(`missing_kernel`), so its numerics were emulated: float32 compute, outputs rounded). Not judged, and "
+            f"counted in no *≈ eager*: {judged}, whose comparison could not have failed (below).")
+
+
+def not_judged_lines(data: dict[str, Any]) -> str:
+    """The comparisons that could not have failed, cell by cell, with why and the seeds the cell tried; from a
+    summary made before the rule, its controls that did not fail."""
+    if "not_judged" not in data:
+        quiet = sorted({c["cell"] for c in data.get("controls_not_failing", [])})
+        return (f"Controls that did not fail, so their checks are shown nothing: {', '.join(quiet)}." if quiet else
+                "Every control failed as built.")  # fmt: skip
+    found: dict[str, dict[str, list[str]]] = {}
+    seeds: dict[str, str] = {}
+    for entry in data["not_judged"]:
+        found.setdefault(entry["cell"], {}).setdefault(entry["reason"], []).append(PART.get(entry["part"],
+                                                                                          entry["part"]))
+        seeds[entry["cell"]] = ", ".join(str(seed) for seed in entry.get("seeds") or [0])
+    if not found:
+        return "Every comparison could have failed: each control failed as built, and no eager output was constant."
+    cells = "; ".join(
+        f"`{cell}`: " + ", ".join(f"{' and '.join(parts)} ({reason})" for reason, parts in reasons.items())
+        + f", seed{'s' if ',' in seeds[cell] else ''} {seeds[cell]}" for cell, reasons in sorted(found.items()))
+    return (f"**Not judged** (`where223.study.judging`): a comparison whose eager outputs are all zero or constant, "
+            "or whose control did not fail, could not have failed, so it is not counted within tolerance: "
+            f"{cells}. Where eager's outputs were all zero or constant, the cell built the model again with other "
+            "random weights and inputs (the seeds listed, each tried recorded in the cell's `seeds`).")
+
+
 def not_remedied_lines(data: dict[str, Any]) -> list[str]:
     """Every member rerun that a remedy left refused: the repair's and the fix's outcome, the refusal left (the
     fix's, else the repair's) and whether the model's float32 export is refused alike (then it is not the
@@ -94,11 +157,11 @@ def section(report: Report) -> None:
     data = report.json("remedies/summary.json")
     headers = ["class (stack, recipe, exporter)", "of", *(SHORT[key] for key, _ in COLUMNS), "controls failed"]
     rows = [[f"{class_name(e)} ({e['stack']}, {RECIPE_SHORT.get(e['recipe'], e['recipe'])}, "
-             f"{EXPORTER_SHORT.get(e['exporter'], e['exporter'])})", e["members"], *(e[key] for key, _ in COLUMNS),
-             f"{e['controls_failed_as_built']}/{e['controls_run']}"] for e in data["classes"]]  # fmt: skip
+             f"{EXPORTER_SHORT.get(e['exporter'], e['exporter'])})", e["members"],
+             *(_cell(e, key) for key, _ in COLUMNS), f"{e['controls_failed_as_built']}/{e['controls_run']}"]
+            for e in data["classes"]]  # fmt: skip
     rerun = sum(e["rerun"] for e in data["classes"])
     members = sum(e["members"] for e in data["classes"])
-    quiet = sorted({c["cell"] for c in data.get("controls_not_failing", [])})
     lines = [
         "## 8. Fixing the class: a repair and an export-time fix for each refusal",
         "",
@@ -115,14 +178,16 @@ def section(report: Report) -> None:
         "lacking a kernel on this CPU: then emulated) runs against eager PyTorch under the same recipe, and the "
         "repaired graph runs against the fixed one. Tolerances, set before the runs: "
         f"{_tolerances(data)}. Every numeric check runs again on its control, the same graph fed inputs rolled by "
-        "one position, which must fail it.",
+        "one position, which must fail it; a check whose control did not fail, or whose eager outputs are all zero "
+        "or constant, could not have failed, and is *not judged*, never counted within tolerance.",
+        "",
+        headline(data),
         "",
         f"Members rerun so far: {rerun} of {members}; a class's counts are over its members rerun (*of*: its "
         "members; *refused*: refused again as in the class sweep; *ok*: ONNX Runtime accepts the types; *≈ eager*: "
-        "within tolerance of eager, after the repair and after the fix; *controls failed*: of the numeric checks "
-        "run, how many failed on their control; TS: the TorchScript exporter). "
-        + (f"Controls that did not fail, so their checks are shown nothing: {', '.join(quiet)} (outputs that do "
-           "not move when the inputs are rolled)." if quiet else "Every control failed as built."),
+        "within tolerance of eager, after the repair and after the fix, not judged ones excluded, with how many ran "
+        "on ONNX Runtime's kernels (ORT) and how many were emulated (em.); *controls failed*: of the numeric "
+        "checks run, how many failed on their control; TS: the TorchScript exporter). " + not_judged_lines(data),
         "",
         *markdown.table(headers, rows),
         "",
@@ -135,7 +200,7 @@ def section(report: Report) -> None:
         lines += markdown.table(
             ["stack/recipe/exporter", "models", "fix accepted", "fix ≈ eager", "repair had nothing to do",
              "regressed"],
-            [[column, ", ".join(s["models"]), s["fix_accepted"], s["fix_within_tolerance"],
+            [[column, ", ".join(s["models"]), s["fix_accepted"], within(s, "fix"),
               s["repair_nothing_to_do"], ", ".join(s["regressed"]) or "none"] for column, s in samples.items()])
         lines.append("")
     route = report.json(ORTMODULE_RECORD) if (report.outputs / ORTMODULE_RECORD).is_file() else None
@@ -150,8 +215,9 @@ def section(report: Report) -> None:
                   f"{_relative(fixed.get('numerics'))}.", ""]  # fmt: skip
     lines += [
         "What a class's row does not say: members not yet rerun (the difference between *members* and *rerun*) "
-        "are not measured; `accepted` on this CPU is mostly ONNX Runtime accepting the types and finding no "
-        "bf16 kernel, so those graphs' numbers are emulated, not run by ONNX Runtime. Data: "
+        "are not measured; *ok* on this CPU is mostly ONNX Runtime accepting the types and finding no bf16 kernel "
+        "(`missing_kernel`), so those graphs' numbers are emulated, not run by ONNX Runtime (*em.* in the counts). "
+        "Data: "
         "[`remedies/summary.json`](remedies/summary.json), one JSON per model type under `remedies/<release>/`; "
         "`where223 sweep --space spaces/remedies-today.yaml` (and `remedies-2022.yaml`) reruns them.",
         "",
