@@ -50,3 +50,15 @@ def test_usage_errors_are_one_line(tmp_path, capsys):
     assert main(["explain", "--factory", f"{MODELS}:matched", "--out", str(tmp_path)]) == 2  # no example inputs
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "no_such_module" in err[0] and "--inputs" in err[1]
+
+
+def test_the_report_says_a_comparison_that_could_not_fail_is_not_judged():
+    from where223.study.classes.explain import report
+
+    flat = {"outputs": [{"max_abs_reference": 0.0, "reference_spread": 0.0, "reference_size": 4, "relative": 0.0}],
+            "status": "measured", "within_tolerance": True, "execution": "ONNX Runtime CPU", "relative": 0.0,
+            "tolerance": 0.0625, "reduced": "fp16"}
+    record = {"outcome": "accepted", "model_type": "m", "numerics": flat}
+    assert "within the tolerance 0.0625 (fp16) — not judged: the reference outputs are all zero" in report(record)
+    moving = {**flat, "outputs": [{**flat["outputs"][0], "max_abs_reference": 1.0, "reference_spread": 2.0}]}
+    assert "not judged" not in report({**record, "numerics": moving})  # control: a reference that distinguishes

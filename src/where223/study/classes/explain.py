@@ -315,10 +315,15 @@ def report(record: dict[str, Any]) -> str:
     numerics = record.get("numerics")
     if numerics:
         if numerics.get("status") == "measured":
+            from where223.study.judging import numeric_verdict
+            from where223.verdicts import NOT_JUDGED
+
             verdict = "within" if numerics["within_tolerance"] else "outside"
+            said, reason = numeric_verdict(numerics)
+            judged = f" — not judged: {reason}" if said == NOT_JUDGED else ""
             lines += [f"Against eager PyTorch ({numerics['execution']}): max |difference| / max |eager| = "
                       f"{numerics['relative']:.3g}, {verdict} the tolerance {numerics['tolerance']:.3g} "
-                      f"({numerics['reduced']}).", ""]  # fmt: skip
+                      f"({numerics['reduced']}){judged}.", ""]  # fmt: skip
         else:
             lines += [f"Against eager PyTorch: not measured ({_cut(numerics.get('reason'), 300)}).", ""]
     lines += ["Record: `record.json` (every field)" + ("; graph: `model.onnx`." if record.get("exported") else "."), ""]
