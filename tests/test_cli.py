@@ -273,7 +273,8 @@ def test_a_huge_node_name_is_cut(tmp_path, capsys):
 
 def test_every_command_is_in_the_table_with_help_from_its_library(capsys):
     assert list(cli.COMMANDS) == [
-        "run", "report", "compare", "lint", "blame", "draw", "repair", "explain", "bench-variants", "sweep", "strip",
+        "run", "report", "compare", "lint", "blame", "draw", "repair", "diff", "convert", "explain", "bench-variants",
+        "sweep", "strip",
     ]  # fmt: skip
     _, overview, _ = _call(["--help"], capsys)
     for name, command in cli.COMMANDS.items():
@@ -307,7 +308,7 @@ def test_no_library_module_parses_arguments_or_prints():
     """argparse and print live in the cli package; worker entry points (run as `python -m` in other environments or
     before .venv exists) keep a small main, and their docstrings say why."""
     workers = {
-        "sweep/cell.py", "gpt2/releases.py", "pipeline/installer.py", "graph/ort_child.py",
+        "sweep/cell.py", "gpt2/releases.py", "pipeline/installer.py", "graph/ort_child.py", "sweep/warm.py",
     }  # fmt: skip
     package = ROOT / "src" / "where223"
     for path in sorted(package.rglob("*.py")):

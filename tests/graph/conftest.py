@@ -70,10 +70,10 @@ def violations_model() -> onnx.ModelProto:
     nodes = [
         *conflicts_nodes(),
         helper.make_node("Where", ["x", "x", "x"], ["float_cond"], name="Where_float_cond"),
-        helper.make_node("FusedMatMul", ["x", "x"], ["fused"], name="Fused_1", domain="com.microsoft"),
+        helper.make_node("FusedMatMul", ["x", "x"], ["fused"], name="Fused_1", domain="com.example"),
     ]
     outputs = [*CONFLICT_OUTPUTS, _value("float_cond", F32, [2, 2]), _value("fused", F32, [2, 2])]
-    return _model(nodes, outputs, (helper.make_opsetid("com.microsoft", 1),))
+    return _model(nodes, outputs, (helper.make_opsetid("com.example", 1),))
 
 
 @pytest.fixture
@@ -110,3 +110,41 @@ def unreadable_files(tmp_path: Path, clean_model: onnx.ModelProto) -> dict[str, 
     truncated = tmp_path / "truncated.onnx"
     truncated.write_bytes(data[: len(data) // 2])
     return {"missing": tmp_path / "absent.onnx", "garbage": garbage, "text": text, "truncated": truncated}
+
+
+def _registry_replaced(monkeypatch, registry):
+    """The runtime's lists replaced by `registry` for one test, every cache that read them cleared before and after."""
+    import where223.graph.lint as lint
+    import where223.graph.schema as schema
+
+    def clear() -> None:
+        schema.signature.cache_clear()
+        lint.allowed_types.cache_clear()
+        lint._body_cache.clear()
+
+    clear()
+    monkeypatch.setattr(schema, "runtime_registry", lambda: registry)
+    monkeypatch.setattr(lint, "runtime_registry", lambda: registry)
+    return clear
+
+
+@pytest.fixture
+def no_runtime_lists(monkeypatch):
+    """An onnxruntime that lists neither its schemas nor its kernels (as onnxruntime-training 1.19)."""
+    from where223.graph.schema import RuntimeRegistry, runtime_registry
+
+    clear = _registry_replaced(monkeypatch, RuntimeRegistry(runtime_registry().version, None, None))
+    yield
+    clear()
+
+
+@pytest.fixture
+def fake_kernels(monkeypatch):
+    """An onnxruntime whose kernel list has one kernel: Softmax 13 on, for float."""
+    from where223.graph.schema import KernelDef, RuntimeRegistry, runtime_registry
+
+    kernels = {("", "Softmax"): (KernelDef(13, 2**31 - 1, (("T", frozenset({"tensor(float)"})),)),)}
+    clear = _registry_replaced(monkeypatch, RuntimeRegistry(runtime_registry().version, runtime_registry().schemas,
+                                                            kernels))
+    yield
+    clear()

@@ -21,6 +21,8 @@ def test_every_public_name_resolves_to_its_submodule():
         "judge", "OrtVerdict", "OrtJudgement", "load_session",
         "blame_node", "blame_all", "BlameResult",
         "repair_model", "RepairError", "Change", "save_model",
+        "diff_models", "DiffReport",
+        "convert_model", "ConversionRecord", "ConvertError",
         "draw_neighbourhood", "draw_before_after", "draw_precision_summary", "draw_node_marks",
         "extract_neighbourhood", "start_netron", "stop_netron",
     ]  # fmt: skip
@@ -29,6 +31,7 @@ def test_every_public_name_resolves_to_its_submodule():
         assert value.__module__.startswith("where223.graph."), name
     assert set(where223.graph.__all__) <= set(dir(where223.graph))
     assert where223.graph.repair_model.__name__ == "repair" and where223.graph.blame_node.__name__ == "blame"
+    assert where223.graph.diff_models.__name__ == "diff" and where223.graph.convert_model.__name__ == "convert"
     assert where223.graph.start_netron.__name__ == "start" and where223.graph.stop_netron.__name__ == "stop"
     with pytest.raises(AttributeError, match="no attribute 'formal_pairs'"):
         where223.graph.formal_pairs  # noqa: B018 - internal, not exported

@@ -32,8 +32,7 @@ from where223.graph.lint import FindingKind, LintOutcome, LintReport, lint_model
 from where223.graph.loading import subgraphs
 from where223.graph.mutants import Mutant, conformance_models, has_subgraphs, model_name
 from where223.graph.mutants import mutants_of as _mutants_of
-from where223.graph.ort import OrtJudgement, OrtVerdict, judge
-from where223.graph.schema import opset_imports
+from where223.graph.ort import OrtJudgement, OrtVerdict, judge, refused_operator, resolution_refusal
 
 ROOTS, MODELS = conformance_models()
 SAMPLE_EVERY = 10  # the fast test's sample: every tenth model, plus every model with subgraphs
@@ -98,11 +97,28 @@ class Comparison:
     def ort_refuses_types(self) -> bool:
         return self.ort.verdict in TYPE_REFUSALS
 
+    @property
+    def ort_operator(self) -> str | None:
+        """The operator ONNX Runtime's message names (a binding's, or the one its type check refused)."""
+        if self.ort.type_binding is not None:
+            return self.ort.type_binding.op_type
+        return refused_operator(self.ort.message)
+
     def same_node(self) -> bool:
-        """Lint's first root is ONNX Runtime's node (onnx's inliner suffixes `__N` to inlined nodes' names)."""
+        """Lint's first root is ONNX Runtime's node (onnx's inliner suffixes `__N` to inlined nodes' names). Inside the
+        function body ONNX Runtime runs for a node, ONNX Runtime names the body's node by an empty name and its
+        operator, or names the node that runs the body (refused while inferring it)."""
         if self.ort_node is None or self.lint_root is None:
             return False
         suffix = r"(__\d+)?" if self.mutant.kind == "cast_function" else ""
+        first = self.lint.violations[0]
+        if first.function_call is not None:
+            if self.ort_node == "":
+                return self.ort_operator == first.op_type
+            return re.fullmatch(re.escape(self.ort_node) + suffix, first.function_call["node"]) is not None
+        resolving = resolution_refusal(self.ort.message)
+        if first.kind == FindingKind.DECLARED_TYPE and resolving and resolving[0] == self.lint_root:
+            return True  # a declared type at a function's call: ONNX Runtime names the call, then the node inside
         return re.fullmatch(re.escape(self.ort_node) + suffix, self.lint_root) is not None
 
 
@@ -114,53 +130,15 @@ DISAGREEMENTS: dict[str, str] = {
         "that do not violate, each a root, and ONNX Runtime's topological order visits them in another order "
         "than the file's"
     ),
-    "ort_names_the_call": (
-        "the refusal is at a model-local function's output, which ONNX Runtime reports at the call node; lint "
-        "inlines the function first and names the node inside it that produces that output"
-    ),
     "output_not_allowed": (
         "lint also checks outputs against the allowed types, and its first root is the inserted Cast, whose "
         "output type (bfloat16) its opset's Cast does not list; ONNX Runtime checks inputs only and names the "
         "Cast's consumer, which lint lists as a consequence of the Cast"
     ),
-    "declared_vs_inferred": (
-        "ONNX Runtime refuses a declared graph-output type that contradicts the type an operator's inference "
-        "function derives, where no type parameter links the two (SplitToSequence's seq(T), SequenceAt's and "
-        "OptionalGetElement's element type, Bernoulli's output without `dtype`, an If's outputs and its "
-        "branches'; DequantizeLinear-23's output follows `output_dtype`, else x_scale's type; RMSNormalization-23's "
-        "schema gives Y scale's type V, its inference X's type T); lint checks type-parameter bindings and allowed "
-        "sets only"
-    ),
-    "function_body_binds": (
-        "ONNX Runtime has no kernel for the operator at these types and expands the operator's function body "
-        "(onnx's own definition, e.g. Attention-23's), whose nameless nodes (a MatMul) bind types that the "
-        "operator's schema keeps apart (Attention's V in T2, Q and K in T1); lint checks the operator against its "
-        "schema, not its body"
-    ),
 }
 
 
-# ops whose output type follows from an input's only through their inference function, not a shared type parameter
-INFERENCE_ONLY_LINKS = {"SplitToSequence", "SequenceAt", "Optional", "OptionalGetElement", "Bernoulli", "If",
-                        "DequantizeLinear", "RMSNormalization"}
 AGREEMENTS = ("accepted_by_both", "refused_by_both")  # the second: lint's first root is ONNX Runtime's node
-
-
-def _has_function_body(model: onnx.ModelProto) -> bool:
-    """Whether a node of the model (or of its local functions) is an operator that onnx defines by a function body."""
-    nodes = [node for _, graph in subgraphs(model.graph) for node in graph.node]
-    nodes += [node for function in model.functions for node in function.node]
-    imports = opset_imports(model)
-    for node in nodes:
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        try:
-            schema = onnx.defs.get_schema(node.op_type, imports.get("", 1))
-        except onnx.defs.SchemaError:
-            continue
-        if schema.has_function or schema.has_context_dependent_function:
-            return True
-    return False
 
 
 def _category(c: Comparison) -> str:
@@ -169,33 +147,10 @@ def _category(c: Comparison) -> str:
         return "accepted_by_both"
     if c.lint_flags and c.ort_refuses_types and c.same_node():
         return "refused_by_both"
-    message = c.ort.message or ""
-    if (
-        not c.lint_flags
-        and c.ort_refuses_types
-        and ("does not match expected type" in message or "has inconsistent type" in message)
-        and c.ort_op_type in INFERENCE_ONLY_LINKS
-    ):
-        return "declared_vs_inferred"
-    if (
-        not c.lint_flags
-        and c.ort_refuses_types
-        and c.ort_node == ""
-        and c.ort_op_type is None
-        and _has_function_body(c.mutant.model)
-    ):
-        return "function_body_binds"
     if c.lint_flags and c.ort_refuses_types:
         first = c.lint.violations[0]
         if c.ort_node in {v.node for v in c.lint.roots}:
             return "ort_names_another_root"
-        if (
-            c.mutant.kind == "cast_function"
-            and c.ort_node == c.mutant.call
-            and "does not match expected type" in message
-            and re.fullmatch(r"(wrapped|mutant_cast)(__\d+)?", first.node)
-        ):
-            return "ort_names_the_call"
         followers = {v.node for v in c.lint.violations if first.label in v.caused_by}
         if (
             first.op_type == "Cast"

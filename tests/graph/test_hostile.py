@@ -97,6 +97,73 @@ def test_blame_reads_only_py_files(tmp_path, monkeypatch):
     assert frames[0].code is None and frames[0].note == blame_module.OUTSIDE_ROOTS
 
 
+def test_blame_does_not_read_a_py_file_outside_the_roots(tmp_path, monkeypatch):
+    """A real `.py` file outside every root, named by its absolute path or reached through a `.py` link inside a
+    root, is not read (the root restriction itself, not the suffix, refuses it); the control: once its folder is a
+    root, the same frames show its code."""
+    outside, inside = tmp_path / "outside", tmp_path / "inside"
+    outside.mkdir()
+    inside.mkdir()
+    (outside / "secret.py").write_text("token = 'abc'\n")
+    hostile.symlink(inside / "link.py", outside / "secret.py")
+    monkeypatch.syspath_prepend(str(inside))
+    doc = f"{outside / 'secret.py'}(1): f\n{inside / 'link.py'}(1): g"
+    frames = blame_module.blame(hostile.where_conflict(doc), "Where_223").frames
+    assert [(f.code, f.note) for f in frames] == [(None, blame_module.OUTSIDE_ROOTS)] * 2
+    monkeypatch.syspath_prepend(str(outside))
+    frames = blame_module.blame(hostile.where_conflict(doc), "Where_223").frames
+    assert [(f.code, f.note) for f in frames] == [("token = 'abc'", "")] * 2
+
+
+def test_a_relative_sys_path_entry_is_no_source_root(tmp_path, monkeypatch):
+    """A relative `sys.path` entry names whatever folder blame runs in: it is not a root; the control, the same
+    folder as an absolute entry, is."""
+    (tmp_path / "relative").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend("relative")
+    assert (tmp_path / "relative").resolve() not in blame_module.source_roots()
+    monkeypatch.syspath_prepend(str(tmp_path / "relative"))
+    assert (tmp_path / "relative").resolve() in blame_module.source_roots()
+
+
+def test_readable_source_keeps_to_the_roots_it_is_given(tmp_path):
+    """Roots handed to `readable_source` are the ones it keeps to (SourceFiles' roots of one moment), not
+    sys.path's: a file in a given root is read, the same file is not with other roots given."""
+    (tmp_path / "given.py").write_text("x = 1\n")
+    assert blame_module.readable_source(str(tmp_path / "given.py"), [tmp_path.resolve()]) == (
+        tmp_path / "given.py").resolve()
+    assert blame_module.readable_source("given.py", [tmp_path.resolve()]) == (tmp_path / "given.py").resolve()
+    assert blame_module.readable_source(str(tmp_path / "given.py"), [(tmp_path / "other").resolve()]) is None
+
+
+def test_a_root_whose_candidate_cannot_be_checked_does_not_hide_the_next(tmp_path):
+    """A relative name is looked up in each root in turn: one where the path is too long to check (ENAMETOOLONG)
+    or cannot be a path (a NUL byte) is passed over, and the file in the next root is read; the control, those
+    roots alone, find nothing."""
+    deep = Path("/" + "/".join(["d" * 200] * 21))  # deep / "f.py" is past PATH_MAX: stat fails, resolve does not
+    (tmp_path / "f.py").write_text("x = 1\n")
+    for bad in (deep, Path("/no\0path")):
+        assert blame_module.readable_source("f.py", [bad, tmp_path.resolve()]) == (tmp_path / "f.py").resolve()
+        assert blame_module.readable_source("f.py", [bad]) is None
+
+
+def test_a_sys_path_entry_that_cannot_be_checked_does_not_hide_the_next(tmp_path, monkeypatch):
+    """A `sys.path` entry too long to check (ENAMETOOLONG) is passed over, not fatal, and the entries after it are
+    still roots."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend("/" + "/".join(["d" * 200] * 21))
+    assert tmp_path.resolve() in blame_module.source_roots()
+
+
+def test_the_checkout_is_a_root_only_with_its_pyproject(tmp_path, monkeypatch):
+    """The repository where223 runs from is a root (portable exports name its files relative to it); a folder in
+    its place without pyproject.toml is not (an installed where223's parents are no checkout)."""
+    monkeypatch.setattr(blame_module, "_REPOSITORY", tmp_path)
+    assert tmp_path.resolve() not in blame_module.source_roots()
+    (tmp_path / "pyproject.toml").write_text("")
+    assert tmp_path.resolve() in blame_module.source_roots()
+
+
 def _weighted(folder: Path, target: Path | None = None, length: int | None = None, data: bytes = b"\0" * 8) -> Path:
     """A model in `folder` whose weight file is `w.bin`: a link to `target`, or a file holding `data`."""
     folder.mkdir()

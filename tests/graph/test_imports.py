@@ -13,8 +13,10 @@ import where223.graph
 PACKAGE = Path(where223.graph.__file__).parent
 LIGHT = {"onnx", "numpy", "google", "where223"}
 ALLOWED = {"draw.py": LIGHT | {"networkx", "matplotlib"}, **{
-    f"repair/{name}": LIGHT | {"onnx_ir"} for name in ("_edit.py", "_cast_target.py", "_repair.py")}}
-LAZY = {"ort.py": {"onnxruntime"}, "netron_view.py": {"netron"}}
+    f"repair/{name}": LIGHT | {"onnx_ir"} for name in ("_edit.py", "_cast_target.py", "_repair.py")}, **{
+    f"convert/{name}": LIGHT | {"onnx_ir"} for name in ("_initializers.py", "_retype.py", "_search.py")}}
+LAZY = {"ort.py": {"onnxruntime"}, "netron_view.py": {"netron"}, "convert/_listing.py": {"onnxruntime"},
+        "schema.py": {"onnxruntime"}}  # schema.py: the schemas and kernels the installed onnxruntime lists
 
 
 def _imports(tree: ast.AST) -> list[tuple[str, bool]]:

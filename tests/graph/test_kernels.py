@@ -229,14 +229,14 @@ def test_nodes_with_violations_or_of_other_domains_are_not_looked_up(violations_
     checked = report.kernels
     # If has no one-node model (its branches are graphs): unknown, never guessed
     assert checked.missing == [] and checked.unknown == {"If(16)": 1}
-    assert checked.not_checked == 6  # five violating nodes (then_add inside If_3 too) and Fused_1 (com.microsoft)
+    assert checked.not_checked == 6  # five violating nodes (then_add inside If_3 too) and Fused_1 (com.example)
     assert checked.nodes_checked == 2  # If_3 and else_identity
 
 
 def test_lint_without_a_provider_is_unchanged(tmp_path, monkeypatch):
     monkeypatch.setenv(kernels.CACHE_ENV, str(tmp_path))
     report = lint_model(REAL_MODELS["bfloat16 MLP"])
-    assert report.kernels is None and "kernels" not in report.to_dict() and "kernels" not in report.format()
+    assert report.kernels is None and "kernels" not in report.to_dict() and "\nkernels (" not in report.format()
     assert not (tmp_path / "kernels").exists()
 
 

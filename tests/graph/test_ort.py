@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import subprocess
+import sys
+
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from where223.graph import ort as parser
 from where223.graph.ort import (
+    ORT_TIMEOUT_S,
+    DeclaredMismatch,
     OrtJudgement,
     OrtVerdict,
     TypeBinding,
     classify,
+    first_message_line,
     judge,
     judge_message,
     load_session,
     message_node,
+    parse_declared_mismatch,
+    refused_node,
+    refused_operator,
     resolution_refusal,
 )
 
@@ -196,3 +208,99 @@ def test_graph_resolutions_refusals_name_their_node_and_operator():
     assert resolution_refusal("Could not find an implementation for MatMul(13) node with name '/h.0/MatMul'") is None
     assert resolution_refusal("Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in "
                               "node (conv) is invalid.") is None
+
+
+DECLARED = ("Type Error: Type (tensor(float16)) of output arg (y) of node (Cast_1) does not match expected type "
+            "(tensor(float)).")
+
+
+def test_a_declared_types_refusal_names_its_holder_only_inside_a_subgraph():
+    nested = f"Node (If_1) Op (If) [TypeInferenceError] Graph attribute inferencing failed: {DECLARED}"
+    assert parse_declared_mismatch(nested) == DeclaredMismatch("Cast_1", "y", "tensor(float16)", "tensor(float)",
+                                                               "If_1")
+    # controls: at the top level no holder, nor from a graph resolution's prefix that is not a subgraph's
+    assert parse_declared_mismatch(DECLARED).holder is None
+    assert parse_declared_mismatch(f"Node (Add_1) Op (Add) [ShapeInferenceError] {DECLARED}").holder is None
+    assert parse_declared_mismatch("Type Error: something else") is None and parse_declared_mismatch(None) is None
+
+
+def test_nested_shape_inference_errors_are_about_their_outermost_node():
+    message = ("[ShapeInferenceError] (op_type:If, node name: If_1): [ShapeInferenceError] (op_type:Add, node name: "
+               "Add_2): B has inconsistent type tensor(float16)")
+    assert message_node(message) == "If_1"
+
+
+def test_parsed_refusals_are_values():
+    """A parsed binding, mismatch or judgement is shared by the records that quote it: hashable and immutable."""
+    judgement, mismatch = judge_message(SEED), parse_declared_mismatch(DECLARED)
+    binding = judgement.type_binding
+    assert len({binding, judge_message(SEED).type_binding}) == 1
+    assert len({mismatch, parse_declared_mismatch(DECLARED)}) == 1
+    assert len({judgement, judge_message(SEED)}) == 1
+    for value in (binding, mismatch, judgement):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.message = "other"
+
+
+def test_the_first_node_a_refusal_quotes_is_the_one_refused():
+    message = "Could not find an implementation for Add(14) node with name 'first' in node (second)"
+    assert refused_node(message) == "first" and message_node(message) == "first"
+
+
+def test_the_parser_loads_neither_onnx_nor_onnxruntime():
+    """Record readers and the version-matrix cells name verdicts without loading onnx (the module's promise)."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, where223.graph.ort; "
+         "print(sorted({m.split('.')[0] for m in sys.modules} & {'onnx', 'onnxruntime', 'torch', 'numpy'}))"],
+        capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert loaded == "[]"
+
+
+def test_the_documented_time_limit_is_ort_timeout_s():
+    from where223.pipeline.paths import ROOT
+
+    stated = re.findall(r"--ort-timeout\b.*?default (\d+)", (ROOT / "README.md").read_text())
+    assert stated and {float(n) for n in stated} == {ORT_TIMEOUT_S}
+
+
+@pytest.mark.parametrize(("message", "operator"), [
+    (INVALID_TYPE, "Add"),  # the type check's wording
+    (MISSING_KERNEL, "Gemm"),  # a missing kernel's
+    (SEED, None),  # a binding: parse_type_binding's, not this parser's
+    (None, None),
+])
+def test_the_operator_a_refusal_names(message, operator):
+    assert refused_operator(message) == operator
+
+
+def test_graph_resolutions_parser_takes_no_message():
+    assert resolution_refusal(None) is None
+
+
+def test_only_where_s_t_bound_twice_is_the_seed_s_error():
+    other = SEED.replace("Type parameter (T)", "Type parameter (B)")
+    assert judge_message(SEED).verdict == OrtVerdict.WHERE_TYPE_ERROR
+    assert judge_message(other).verdict == OrtVerdict.TYPE_ERROR and not judge_message(other).type_binding.is_where
+
+
+@pytest.mark.parametrize("message", [
+    "[ShapeInferenceError] Mismatched tensor element type: inferred=float16 declared=float",  # an If's branches
+    "Node (If_1) Op (If) [TypeInferenceError] Graph attribute inferencing failed: Tensor element type mismatch. "
+    "10 != 1",  # a subgraph's declared input given another type
+])
+def test_an_if_s_branches_or_inputs_typed_apart_are_type_refusals(message):
+    assert classify(message) == OrtVerdict.TYPE_ERROR
+    assert classify(message.replace("element type", "shape")) == OrtVerdict.OTHER_ERROR  # control
+
+
+def test_the_first_line_of_a_message_without_onnxruntime_s_prefixes():
+    assert first_message_line(f"\n  {INVALID_TYPE}\nsecond line") == (
+        "This is an invalid model. Type Error: Type 'tensor(complex128)' of input parameter (cast_out) of operator "
+        "(Add) in node (Add_1) is invalid.")
+    assert first_message_line("Type Error: as it is") == "Type Error: as it is"  # control: no prefix to take
+
+
+def test_the_anatomy_patterns_read_their_parts():
+    assert parser.INVALID_TYPE.search(INVALID_TYPE).group("type", "io", "op") == ("complex128", "input", "Add")
+    assert parser.UNSUPPORTED.search(UNSUPPORTED_TYPE)["type"] == "bfloat16"
+    assert parser.NO_KERNEL.search(MISSING_KERNEL)["op"] == "Gemm(13)"

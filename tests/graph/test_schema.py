@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from onnx import helper
 
-from where223.graph.schema import formal_pairs, opset_imports, signature, signature_for
+from where223.graph.schema import (
+    body_version,
+    formal_pairs,
+    from_runtime,
+    opset_imports,
+    runs_as_function_body,
+    runtime_registry,
+    signature,
+    signature_for,
+)
 
 
 def test_signature_follows_the_opset():
@@ -46,7 +55,8 @@ def test_formal_pairs_variadic_and_omitted():
     assert [(p, n) for p, n, _ in formal_pairs(["x", "", "hi", "extra"], clip.inputs)] == [(0, "x"), (2, "hi")]
 
 
-def test_an_op_run_as_its_function_body_allows_only_what_the_body_allows():
+def test_without_the_runtimes_kernel_list_an_op_run_as_its_body_allows_only_what_the_body_allows(no_runtime_lists):
+    """The fallback where the installed onnxruntime lists no kernels (onnxruntime-training 1.19)."""
     import onnx.defs
 
     loss = signature("SoftmaxCrossEntropyLoss", "", 17)
@@ -55,3 +65,28 @@ def test_an_op_run_as_its_function_body_allows_only_what_the_body_allows():
     assert "tensor(bfloat16)" in next(c.allowed_type_strs for c in schema.type_constraints if c.type_param_str == "T")
     if onnx.defs.onnx_opset_version() >= 22:  # where NegativeLogLikelihoodLoss takes bfloat16, so does the loss
         assert "tensor(bfloat16)" in signature("SoftmaxCrossEntropyLoss", "", 22).allowed("T")
+    assert runs_as_function_body(loss, 17, {"T": "tensor(float)", "Tind": "tensor(int64)"}) is None
+
+
+def test_with_the_runtimes_kernel_list_an_op_keeps_its_schema_and_runs_as_its_body_where_no_kernel_serves(
+        fake_kernels):
+    """onnx's own schema stands (lint checks the body itself); whether the body runs is the kernel list's answer."""
+    loss = signature("SoftmaxCrossEntropyLoss", "", 17)
+    assert "tensor(bfloat16)" in loss.allowed("T")
+    softmax = signature("Softmax", "", 17)
+    assert runs_as_function_body(softmax, 17, {"T": "tensor(float)"}) is False  # the fake list's one kernel
+    assert runs_as_function_body(softmax, 17, {"T": "tensor(bfloat16)"}) is True
+    assert runs_as_function_body(signature("Relu", "", 17), 17, {"T": "tensor(bfloat16)"}) is False  # no body at 17
+    assert body_version("Relu", 18) == 18 and body_version("Relu", 17) is None and body_version("Softmax", 17) == 13
+
+
+def test_ops_of_onnx_runtimes_own_domains_have_its_signatures():
+    """`com.microsoft` ops are checked against the schemas the installed onnxruntime registers; without that list
+    (onnxruntime 1.19), they have none, as before."""
+    cdist = signature("CDist", "com.microsoft", 1)
+    if runtime_registry().schemas is None:
+        assert cdist is None
+        return
+    assert cdist.allowed("T") == ("tensor(float)", "tensor(double)") and from_runtime(cdist)
+    assert not from_runtime(signature("Relu", "", 17))
+    assert signature("NoSuchOp", "com.microsoft", 1) is None

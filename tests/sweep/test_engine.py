@@ -140,6 +140,7 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
     assert passed["outcome"] == "where_type_error" and passed["recorded_by"] == "cell"  # ran, judged by ORT
     assert passed["key"] == {"stack": "project", "model": "gpt2-tiny", **CELL_KEY}
     assert passed["threads"] == {"torch": 1, "omp": "1"}
+    assert passed["engine"]["kind"] == "warm" and passed["engine"]["overhead_s"] is not None  # forked, warm
     where = passed["where_error"]  # the seed's refusal, on the project's pinned stack
     assert (where["op_type"], where["param"], where["types"]) == ("Where", "T", ["float", "bfloat16"])
     assert where["node"] == "/model/transformer/h.0/attn/Where" and passed["error"]["stage"] == "load"

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 
 from where223 import files
 from where223.cli._base import WRITTEN, Command, Parser, complain, library_doc
-from where223.cli._graph import Blame, Draw, Lint, Repair
+from where223.cli._graph import Blame, Convert, Diff, Draw, Lint, Repair
 from where223.cli._pipeline import Compare, Run, Strip
 from where223.cli._studies import BenchVariants, Explain, Report, Sweep
 from where223.errors import Finding, UsageError
@@ -38,7 +38,8 @@ __all__ = ["COMMANDS", "Command", "build_parser", "library_doc", "main"]
 
 COMMANDS: dict[str, type[Command]] = {
     command.name: command
-    for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, Explain, BenchVariants, Sweep, Strip)
+    for command in (Run, Report, Compare, Lint, Blame, Draw, Repair, Diff, Convert, Explain, BenchVariants, Sweep,
+                    Strip)
 }
 
 

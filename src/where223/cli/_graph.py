@@ -1,4 +1,4 @@
-"""The graph tools' commands: `lint`, `blame`, `draw`, `repair` (onnx only: none of them loads torch)."""
+"""The graph tools' commands: `lint`, `blame`, `draw`, `repair`, `diff`, `convert` (onnx only: none loads torch)."""
 
 from __future__ import annotations
 
@@ -152,8 +152,12 @@ class Repair(Command):
     eager PyTorch computed given --eager (the record.json of `where223 explain`), else the widest bound type,
     saying eager was not consulted; a type the operator does not allow at the opset (bf16 into Conv) is computed
     in the nearest allowed type that holds it and cast back, saying what it costs. Prints every change with its
-    reason. Exit 0 repaired (or nothing to repair: nothing is written), 1 not repairable (the reason; nothing is
-    written) or refused by ONNX Runtime, 2 unreadable input (its external weights or eager report included) or
+    reason; a contradicted declaration (a Cast whose output is declared another type, as fp16 converters leave
+    them) is resolved by retargeting or correcting it, the graph's declared inputs and outputs keeping their types;
+    an operator a function body refuses (or a contrib operator given a type its schema refuses) is computed in float.
+    Exit 0 repaired (or nothing to repair and ONNX Runtime loads the model: nothing is written), 1 not repairable
+    (the reason; nothing is written), refused by ONNX Runtime (also when lint found nothing to repair), or beyond
+    --reference's tolerance, 2 unreadable input (its external weights or eager report included) or
     an output that cannot be written: a directory, a missing folder (none is created), the input itself
     without --in-place, or with --in-place an input that has other hard links (the repaired file would be a new
     one under this name alone, the other names keeping the old model: repair into another file instead). The
@@ -184,6 +188,11 @@ class Repair(Command):
             "--ort-timeout", type=options.positive_float, default=ORT_TIMEOUT_S, metavar="SECONDS",
             help=f"time ONNX Runtime may take to judge the result (default {ORT_TIMEOUT_S:g}; then: timeout, exit 1)",
         )  # fmt: skip
+        parser.add_argument(
+            "--reference", metavar="FP32.onnx",
+            help="the float32 model: `diff` the repaired model against it (exit 1 beyond tolerance)",
+        )  # fmt: skip
+        parser.add_argument("--feeds", metavar="INPUTS.npz", help="with --reference: the inputs (default: generated)")
 
     @staticmethod
     def output_path(args: argparse.Namespace) -> Path:
@@ -213,6 +222,94 @@ class Repair(Command):
         def written(path: Path) -> None:
             wrote(path, "its checks (re-lint, ONNX Runtime) did not finish")
 
+        if args.feeds and not args.reference:
+            raise UsageError("--feeds goes with --reference (the inputs both models run on)")
         repair_file(args.input, Repair.output_path(args), target=args.to, ort_timeout_s=args.ort_timeout, say=say,
-                    eager=args.eager, written=written)
+                    eager=args.eager, written=written, reference=args.reference, feeds=args.feeds)
+        return 0
+
+
+def _comparison_options(parser: argparse.ArgumentParser) -> None:
+    """The inputs both models run on, and the bound on each ONNX Runtime call (`diff` and `convert`)."""
+    parser.add_argument("--feeds", metavar="INPUTS.npz", help="the inputs, one array per model input (default: "
+                        "generated from the inputs' types, seeded)")
+    parser.add_argument("--seed", type=options.non_negative_int, default=0, help="generated inputs' seed (default 0)")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                        help="a dynamic dimension's size for generated inputs (repeatable; default 1 each)")
+    parser.add_argument("--provider", default="CPUExecutionProvider", metavar="NAME",
+                        help="the execution provider both models run on (default CPUExecutionProvider)")
+    parser.add_argument(
+        "--ort-timeout", type=options.positive_float, default=ORT_TIMEOUT_S, metavar="SECONDS",
+        help=f"time each ONNX Runtime call may take (default {ORT_TIMEOUT_S:g}; then: stopped, exit 2)",
+    )  # fmt: skip
+    options.json_output(parser, "the record")
+
+
+class Diff(Command):
+    """Run a reduced-precision model and its float32 reference on the same inputs and compare every output.
+
+    Each output's largest absolute and relative difference, and its size in spacings of the candidate's reduced type
+    at the reference output's largest magnitude, against a tolerance fixed before any model was run (32 spacings,
+    the same for every model). Beyond it: the first value, in the reference's order, where the candidate departs
+    (matched by name, through the Casts converters insert), and whether the reduced type overflows, saturates or
+    underflows there. Exit 0 within tolerance, 1 beyond, 2 bad input (an unreadable model or inputs file, inputs
+    that do not fit, a model ONNX Runtime refuses or that does not finish within --ort-timeout).
+    """
+
+    name = "diff"
+    explained_by = "where223.graph.diff"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("reference", help="the float32 model")
+        parser.add_argument("candidate", help="the reduced-precision model (converted, repaired)")
+        _comparison_options(parser)
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.graph.diff import diff, parse_dims
+
+        report = diff(args.reference, args.candidate, args.feeds, args.seed, parse_dims(args.dim), args.provider,
+                      args.ort_timeout)  # fmt: skip
+        say(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+        return 0 if report.within else 1
+
+
+class Convert(Command):
+    """Convert a float32 model to fp16 or bf16 where the schema and the provider's kernels allow, within tolerance.
+
+    A node computes in the reduced type only where its operator's schema allows the type at the model's opset and
+    the provider lists a kernel for it in the installed ONNX Runtime (its kernel listing; refused with one line where
+    it cannot be known: onnxruntime-training 1.19 lists none, a provider without its hardware lists none); every
+    other node keeps float32, Casts only at the boundaries. The result must pass lint and ONNX Runtime's type check
+    and is compared with the float32 model (`diff`); while beyond tolerance, the converted nodes where the first
+    departure arises keep float32 and the conversion is tried again (at most 16 rounds). Prints what it converted,
+    what it kept and why. Exit 0 written, 1 no conversion within tolerance (nothing written), 2 bad input or output,
+    a provider whose kernels cannot be known here.
+    """
+
+    name = "convert"
+    explained_by = "where223.graph.convert._search:convert"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("input", help="the float32 .onnx file")
+        parser.add_argument("output", help="where to write the converted model (not the input)")
+        parser.add_argument("--to", required=True, choices=("fp16", "bf16"), help="the reduced type")
+        parser.add_argument("--keep-io-types", action="store_true",
+                            help="keep float32 graph inputs and outputs (default: they take the reduced type)")
+        _comparison_options(parser)
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from where223.cli._base import progress
+        from where223.graph.convert import convert_file
+        from where223.graph.diff import parse_dims
+
+        output = writable_file(args.output)
+        if same_file(output, Path(args.input)):
+            raise UsageError(f"{args.output} is the input: convert into another file")
+        record = convert_file(args.input, output, args.to, args.keep_io_types, args.provider, args.feeds, args.seed,
+                              parse_dims(args.dim), args.ort_timeout, say=progress)  # fmt: skip
+        say(json.dumps(record.to_dict(), indent=2) if args.json else record.format())
         return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from where223.graph.lint import allowed_types
 from where223.graph.schema import signature
 
 ONNX_NAMES = {"bfloat16": "tensor(bfloat16)", "float16": "tensor(float16)", "float32": "tensor(float)",
@@ -17,13 +18,14 @@ def dtype_name(dtype: Any) -> str:
 
 
 def allowed(op_type: str, opset: int, dtype: Any) -> bool:
-    """Whether `op_type`'s schema at `opset` allows `dtype` for its first input's type parameter (True for an op or
-    a dtype the schema does not cover: nothing to fix then)."""
+    """Whether `op_type`'s schema at `opset` allows `dtype` for its first input's type parameter, as ONNX Runtime
+    runs the op (its function body's refusals included: `where223.graph.lint.allowed_types`; True for an op or a
+    dtype the schema does not cover: nothing to fix then)."""
     sig = signature(op_type, "", opset)
     name = ONNX_NAMES.get(dtype_name(dtype))
     if sig is None or name is None or not sig.inputs:
         return True
-    return name in sig.allowed(sig.inputs[0].type_str)
+    return name in allowed_types(op_type, opset, sig.inputs[0].type_str)
 
 
 def widest(torch: Any, dtypes: set[Any]) -> Any:

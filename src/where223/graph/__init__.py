@@ -2,9 +2,9 @@
 
 The names in `__all__` are the public API; everything else in the submodules may change. Each name is loaded
 from its submodule when first used (PEP 562), so `import where223.graph.ort`, which the version matrix's cells
-run inside other Python environments, loads no other submodule. The submodules `blame` and `repair` keep their
-names, so their main functions are exported as `blame_node` and `repair_model`. README's "From Python" shows
-the API in use.
+run inside other Python environments, loads no other submodule. The submodules `blame`, `repair`, `diff` and
+`convert` keep their names, so their main functions are exported as `blame_node`, `repair_model`, `diff_models`
+and `convert_model`. README's "From Python" shows the API in use.
 """
 
 from __future__ import annotations
@@ -47,6 +47,13 @@ _SUBMODULE_OF: dict[str, str] = {
     "RepairError": "repair",
     "Change": "repair",
     "save_model": "repair",
+    # does a reduced-precision model compute what its float32 reference does (within a tolerance fixed in advance)
+    "diff_models": "diff",
+    "DiffReport": "diff",
+    # float32 to fp16 or bf16 where the schema and the provider's kernels allow, within tolerance
+    "convert_model": "convert",
+    "ConversionRecord": "convert",
+    "ConvertError": "convert",
     # figures: a node's dtype-labelled neighbourhood, two graphs side by side, precision by layer, marked nodes
     "draw_neighbourhood": "draw",
     "draw_before_after": "draw",
@@ -58,8 +65,9 @@ _SUBMODULE_OF: dict[str, str] = {
     "stop_netron": "netron_view",
 }
 # public name -> its name in the submodule, where the two differ
-_DEFINED_AS: dict[str, str] = {"blame_node": "blame", "repair_model": "repair", "start_netron": "start",
-                                "stop_netron": "stop", "lint_sarif": "sarif", "lint_github_commands": "github_commands"}
+_DEFINED_AS: dict[str, str] = {"blame_node": "blame", "repair_model": "repair", "diff_models": "diff",
+                                "convert_model": "convert", "start_netron": "start", "stop_netron": "stop",
+                                "lint_sarif": "sarif", "lint_github_commands": "github_commands"}
 
 __all__ = list(_SUBMODULE_OF)
 

@@ -324,7 +324,8 @@ def draw_neighbourhood(
     if node_name is None:
         if not shown:
             raise NothingToDrawError("the model has no violations; name a node to draw")
-        node_name = shown[0].node
+        first = shown[0]  # a finding inside a function body is drawn at the node that runs the body
+        node_name = first.function_call["node"] if first.function_call else first.node
     return _render(types, shown, node_name, hops, path_stem, say)
 
 

@@ -1,10 +1,11 @@
 """A lint report as CI annotations: SARIF 2.1.0 (code scanning) and GitHub workflow commands.
 
-One result, or one command, per finding: every type violation (level `error`) and, when kernels were checked,
-every missing kernel (level `warning`); nothing for a model without findings. Node names come from untrusted
-models: every text shown passes through `where223.errors.printable` (one line, cut), and a workflow command's
-text is escaped as GitHub documents (`%`, CR and LF in its message; also `:` and `,` in its properties), so no
-name can end a command or start another.
+One result, or one command, per finding: every type violation (level `error`: a binding conflict, a type not
+allowed, a declared type its node contradicts) and, when kernels were checked, every missing kernel (level
+`warning`); nothing for a model without findings. Rule indexes stay as first published (a new kind is appended).
+Node names come from untrusted models: every text shown passes through `where223.errors.printable` (one line,
+cut), and a workflow command's text is escaped as GitHub documents (`%`, CR and LF in its message; also `:` and
+`,` in its properties), so no name can end a command or start another.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ RULES: dict[FindingKind, tuple[str, str]] = {
     FindingKind.BINDING_CONFLICT: ("error", "A type parameter of an operator is bound to two types"),
     FindingKind.NOT_ALLOWED: ("error", "A type the operator's schema does not allow for a type parameter"),
     FindingKind.MISSING_KERNEL: ("warning", "No kernel for the node's types in the execution provider"),
+    FindingKind.DECLARED_TYPE: ("error", "A declared type that contradicts the type its node computes"),
 }
 
 
@@ -48,6 +50,10 @@ def _sarif_result(finding: Violation | MissingKernel, uri: str) -> dict[str, Any
     if isinstance(finding, Violation):
         properties.update(typeParameter=finding.type_param, root=finding.root,
                           causedBy=[printable(label) for label in finding.caused_by])
+        if finding.expected is not None and finding.kind == FindingKind.DECLARED_TYPE:
+            properties.update(computed=finding.expected, computedBy=printable(finding.computed_by or ""))
+        if finding.function_call is not None:
+            properties["inFunctionBodyOf"] = printable(finding.function_call["node"])
     else:
         properties.update(sinceVersion=finding.since_version, binding=finding.binding, provider=finding.provider,
                           onnxruntime=finding.onnxruntime)

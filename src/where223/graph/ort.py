@@ -59,15 +59,19 @@ TYPE_BINDING = re.compile(
     r"in node \((?P<node>[^)]*)\)"
 )
 # Other type refusals: ONNX Runtime's graph check ("Type Error: Type 'tensor(complex128)' of input parameter
-# ... is invalid") and the ONNX schema checks its shape inference runs ("... has unsupported type: ...",
+# ... is invalid", "Type Error: Type (tensor(float16)) of output arg (y) of node (Cast_1) does not match expected
+# type (tensor(float))") and the ONNX schema checks its shape inference runs ("... has unsupported type: ...",
 # "... has inconsistent type ...", "Element type of inputs are expected to be the same", "... must have same
-# type as input ...").
+# type as input ...", an If's branches typed apart: "Mismatched tensor element type: inferred=float16
+# declared=float", a subgraph's declared input given another type: "Tensor element type mismatch. 10 != 1").
 _TYPE_REFUSALS = (
     "Type Error:",
     "has unsupported type",
     "has inconsistent type",
     "Element type of inputs are expected to be the same",
     "must have same type as input",
+    "Mismatched tensor element type",
+    "Tensor element type mismatch",
 )
 # Types accepted, no kernel here: session creation ("NOT_IMPLEMENTED : Could not find an implementation for
 # MatMul(13) node ...") or kernel lookup at partitioning ("Failed to find kernel for ...").
@@ -95,6 +99,15 @@ QUOTED_NODE = re.compile(r"in node \((?P<paren>[^()]+)\)|with name '(?P<quoted>[
 DECLARING_NODE = re.compile(r"of node \((?P<node>[^()]+)\)")
 # a node its graph resolution refused for an attribute or a shape ("Node (NAME) Op (OP) [ShapeInferenceError] ...")
 NODE_OP = re.compile(r"\bNode \((?P<node>[^()]+)\) Op \((?P<op>\w+)\)")
+# a declared type (a graph's output or value_info) that contradicts the type the node computes: "Type
+# (tensor(float16)) of output arg (y) of node (Cast_1) does not match expected type (tensor(float))" (the node's name
+# empty for a node of a function body it expanded); inside a subgraph, prefixed with its holder's "Node (If_1) Op
+# (If) [TypeInferenceError] Graph attribute inferencing failed: "
+DECLARED_MISMATCH = re.compile(
+    rf"Type \((?P<declared>{_TYPE})\) of output arg \((?P<value>[^()]*)\) of node \((?P<node>[^()]*)\) does not "
+    rf"match expected type \((?P<expected>{_TYPE})\)"
+)
+IN_SUBGRAPH = "Graph attribute inferencing failed"
 
 
 def first_message_line(message: str) -> str:
@@ -166,6 +179,32 @@ class TypeBinding:
             "node": self.node,
             "bound_types": list(self.bound_types),
         }
+
+
+@dataclass(frozen=True)
+class DeclaredMismatch:
+    """ONNX Runtime's refusal of a declared type that contradicts what its node computes, parsed."""
+
+    node: str  # empty for a node of a function body ONNX Runtime expanded
+    value: str
+    declared: str
+    expected: str
+    holder: str | None = None  # inside a subgraph: the node that holds it (an If, a Loop), as the prefix names it
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        return {"node": self.node, "value": self.value, "declared": self.declared, "expected": self.expected,
+                "holder": self.holder}
+
+
+def parse_declared_mismatch(message: str | None) -> DeclaredMismatch | None:
+    """The first 'of output arg ... does not match expected type' refusal in a message, or None."""
+    match = DECLARED_MISMATCH.search(message or "")
+    if match is None:
+        return None
+    holder = NODE_OP.search(message[: match.start()]) if IN_SUBGRAPH in message[: match.start()] else None
+    return DeclaredMismatch(match["node"], match["value"], match["declared"], match["expected"],
+                            holder["node"] if holder else None)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ only)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class ViolationRecord(TypedDict):
@@ -20,6 +20,8 @@ class ViolationRecord(TypedDict):
     allowed: list[str]
     root: Any
     caused_by: Any
+    computed_by: NotRequired[str]  # a declared type's finding: how the node's own type was found
+    function_call: NotRequired[dict[str, Any]]  # a finding inside a function body: the node that runs it
 
 
 class LintRecord(TypedDict):

@@ -1,10 +1,13 @@
-"""Operator signatures: the typing part of onnx's schemas, looked up once per op, domain and opset."""
+"""Operator signatures: the typing part of onnx's schemas, looked up once per op, domain and opset; for the ops of
+ONNX Runtime's own domains (`com.microsoft`), the schemas the installed onnxruntime registers; and which ai.onnx ops
+ONNX Runtime runs as their function body (no CPU kernel for their types), with the body onnx builds for a node."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import onnx
 import onnx.defs
@@ -89,20 +92,26 @@ def op_schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | Non
         return None
 
 
-# Operators that ONNX Runtime runs as their function body (its CPU provider has no kernel of their own), with the
-# body's operators that take the same type parameter `T`: an operator's schema may allow a type its body's do not.
-# SoftmaxCrossEntropyLoss (opset 13 on) allows bfloat16, but its body is LogSoftmax then NegativeLogLikelihoodLoss
-# (onnx/defs/math/defs.cc, its context-dependent function), which allows bfloat16 only from opset 22: ONNX Runtime
-# refuses the expanded node ("... of operator (NegativeLogLikelihoodLoss) ... is invalid"; retribert's bf16 loss).
-FUNCTION_BODY_OPS: dict[str, tuple[str, ...]] = {
+# Where the installed onnxruntime lists no kernels (`RuntimeRegistry.kernels` is None: onnxruntime-training 1.19 has no
+# `get_all_opkernel_def`), lint cannot tell which operators ONNX Runtime runs as their function body: it falls back to
+# the one case known before that list was read, with the body's operators that take the same type parameter `T` (an
+# operator's schema may allow a type its body's do not). SoftmaxCrossEntropyLoss (opset 13 on) allows bfloat16, but
+# its body is LogSoftmax then NegativeLogLikelihoodLoss (onnx/defs/math/defs.cc, its context-dependent function),
+# which allows bfloat16 only from opset 22: ONNX Runtime refuses the expanded node ("... of operator
+# (NegativeLogLikelihoodLoss) ... is invalid"; retribert's bf16 loss). With the list, lint checks the body itself
+# (`function_body`, `runs_as_function_body`) and this table is not read.
+FALLBACK_FUNCTION_BODY_OPS: dict[str, tuple[str, ...]] = {
     "SoftmaxCrossEntropyLoss": ("LogSoftmax", "NegativeLogLikelihoodLoss"),
 }
 
 
 def _narrowed_by_body(op_type: str, domain: str, opset: int, constraints: tuple[tuple[str, tuple[str, ...]], ...]
                       ) -> tuple[tuple[str, tuple[str, ...]], ...]:  # fmt: skip
-    """`constraints` with `T` limited to what every operator of the op's function body allows for its `T`."""
-    body = FUNCTION_BODY_OPS.get(op_type, ()) if domain == "" else ()
+    """`constraints` with `T` limited to what every operator of the op's function body allows for its `T`, where the
+    fallback applies (`FALLBACK_FUNCTION_BODY_OPS`)."""
+    body = FALLBACK_FUNCTION_BODY_OPS.get(op_type, ()) if domain == "" else ()
+    if not body or runtime_registry().kernels is not None:
+        return constraints
     narrowed = []
     for param, types in constraints:
         for inner in body if param == "T" else ():
@@ -115,11 +124,13 @@ def _narrowed_by_body(op_type: str, domain: str, opset: int, constraints: tuple[
 
 @functools.cache
 def signature(op_type: str, domain: str, opset: int) -> Signature | None:
-    """The signature onnx registers for an op at an opset of its domain, None when it has none; for an operator run
-    as its function body (`FUNCTION_BODY_OPS`), `T` allows only what the body's operators allow."""
+    """The signature onnx registers for an op at an opset of its domain; for an op of a domain onnx does not define
+    (ONNX Runtime's `com.microsoft` contrib ops), the one the installed onnxruntime registers (`runtime_registry`);
+    None when neither has one. Without the runtime's kernel list, an operator of `FALLBACK_FUNCTION_BODY_OPS` allows
+    for `T` only what its body's operators allow."""
     schema = op_schema(op_type, domain, opset)
     if schema is None:
-        return None
+        return _runtime_signature(op_type, domain, opset) if domain else None
     constraints = tuple((c.type_param_str, tuple(c.allowed_type_strs)) for c in schema.type_constraints)
     return Signature(
         op_type=op_type,
@@ -129,6 +140,157 @@ def signature(op_type: str, domain: str, opset: int) -> Signature | None:
         outputs=tuple(_formal(p) for p in schema.outputs),
         constraints=_narrowed_by_body(op_type, domain, opset, constraints),
     )
+
+
+# --- what the installed ONNX Runtime registers -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """One CPU kernel ONNX Runtime registers: the schema versions it serves and the types each parameter may take."""
+
+    first: int
+    last: int
+    types: tuple[tuple[str, frozenset[str]], ...]
+
+    def serves(self, since_version: int, binding: dict[str, str]) -> bool:
+        """Whether a node of that schema version, its parameters bound as `binding`, finds this kernel (a parameter
+        the node leaves unbound, an omitted optional input, constrains nothing: ONNX Runtime's own matching)."""
+        return self.first <= since_version <= self.last and all(
+            binding[param] in allowed for param, allowed in self.types if param in binding)
+
+
+@dataclass(frozen=True)
+class RuntimeRegistry:
+    """The operator schemas and CPU kernels the installed onnxruntime lists (`get_all_operator_schema`,
+    `get_all_opkernel_def` of its binding); None for a list it does not expose (onnxruntime-training 1.19 exposes
+    neither), or for both when no onnxruntime can be imported (`version` None)."""
+
+    version: str | None
+    schemas: dict[tuple[str, str], tuple[Any, ...]] | None  # (domain, op) -> its schemas, oldest first
+    kernels: dict[tuple[str, str], tuple[KernelDef, ...]] | None  # (domain, op) -> its CPU kernels
+
+    def describe(self) -> str:
+        """`onnxruntime 1.19.2`, or `onnxruntime (none installed)`."""
+        return f"onnxruntime {self.version}" if self.version else "onnxruntime (none installed)"
+
+
+@functools.cache
+def runtime_registry() -> RuntimeRegistry:
+    """What the installed onnxruntime registers, read once per process (onnxruntime imported without its training
+    part: `where223.graph.ort.import_onnxruntime`)."""
+    from where223.graph.ort import import_onnxruntime
+
+    try:
+        onnxruntime = import_onnxruntime()
+        from onnxruntime.capi import onnxruntime_pybind11_state as state
+    except Exception:  # not installed, or a build that cannot load here: nothing is known of it
+        return RuntimeRegistry(None, None, None)
+    version = str(getattr(onnxruntime, "__version__", "unknown"))
+    schemas: dict[tuple[str, str], list[Any]] | None = None
+    if hasattr(state, "get_all_operator_schema"):
+        schemas = {}
+        for schema in state.get_all_operator_schema():
+            domain = "" if schema.domain == "ai.onnx" else schema.domain
+            schemas.setdefault((domain, schema.name), []).append(schema)
+    kernels: dict[tuple[str, str], list[KernelDef]] | None = None
+    if hasattr(state, "get_all_opkernel_def"):
+        kernels = {}
+        for kernel in state.get_all_opkernel_def():
+            if kernel.provider != "CPUExecutionProvider":
+                continue
+            first, last = kernel.version_range
+            types = tuple((param, frozenset(allowed)) for param, allowed in sorted(kernel.type_constraints.items()))
+            domain = "" if kernel.domain == "ai.onnx" else kernel.domain
+            kernels.setdefault((domain, kernel.op_name), []).append(KernelDef(first, last, types))
+    return RuntimeRegistry(
+        version,
+        None if schemas is None else {key: tuple(sorted(found, key=lambda s: s.since_version))
+                                      for key, found in schemas.items()},
+        None if kernels is None else {key: tuple(found) for key, found in kernels.items()},
+    )  # fmt: skip
+
+
+def _runtime_formal(param: Any) -> Formal:
+    return Formal(name=param.name, type_str=param.typeStr, variadic=param.option.name == "Variadic",
+                  homogeneous=bool(param.isHomogeneous))  # fmt: skip
+
+
+def _runtime_signature(op_type: str, domain: str, opset: int) -> Signature | None:
+    """The signature the installed onnxruntime registers for an op of a domain onnx does not define, at an opset of
+    that domain: its newest schema not newer than the opset."""
+    schemas = runtime_registry().schemas
+    found = [s for s in (schemas or {}).get((domain, op_type), ()) if s.since_version <= opset]
+    if not found:
+        return None
+    schema = found[-1]
+    return Signature(
+        op_type=op_type,
+        domain=domain,
+        since_version=schema.since_version,
+        inputs=tuple(_runtime_formal(p) for p in schema.inputs),
+        outputs=tuple(_runtime_formal(p) for p in schema.outputs),
+        constraints=tuple((c.type_param_str, tuple(c.allowed_type_strs)) for c in schema.type_constraints),
+    )
+
+
+def from_runtime(sig: Signature) -> bool:
+    """Whether a signature is ONNX Runtime's (an op of a domain onnx does not define), not onnx's."""
+    return op_schema(sig.op_type, sig.domain, sig.since_version) is None
+
+
+# --- function bodies -------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def body_version(op_type: str, opset: int) -> int | None:
+    """The opset of the function body onnx defines for an ai.onnx op at a model's opset (context-dependent bodies
+    included), None when it defines none there."""
+    schema = op_schema(op_type, "", opset)
+    if schema is None:
+        return None
+    versions = [*schema.context_dependent_function_opset_versions, *schema.function_opset_versions]
+    if not versions and (schema.has_context_dependent_function or schema.has_function):
+        versions = [schema.since_version]
+    usable = [v for v in versions if v <= opset]
+    return max(usable) if usable else None
+
+
+def runs_as_function_body(sig: Signature, opset: int, binding: dict[str, str]) -> bool | None:
+    """Whether ONNX Runtime runs a node of an ai.onnx op as the function body onnx defines for it: it has one at this
+    opset and the runtime's CPU kernel list has no kernel for the op's schema version at the types its values bind
+    (`binding`, type parameter -> type). None when the runtime lists no kernels (see FALLBACK_FUNCTION_BODY_OPS)."""
+    if sig.domain != "" or body_version(sig.op_type, opset) is None:
+        return False
+    kernels = runtime_registry().kernels
+    if kernels is None:
+        return None
+    return not any(kernel.serves(sig.since_version, binding) for kernel in kernels.get(("", sig.op_type), ()))
+
+
+def function_body(node: onnx.NodeProto, opset: int, input_types: Sequence[onnx.TypeProto | None]
+                  ) -> onnx.FunctionProto | None:  # fmt: skip
+    """The function body onnx builds for a node of an ai.onnx op at a model's opset (a context-dependent one built
+    from the node's attributes and its inputs' types), its ai.onnx opset the model's; None when onnx builds none."""
+    version = body_version(node.op_type, opset)
+    schema = op_schema(node.op_type, "", opset)
+    if version is None or schema is None:
+        return None
+    try:
+        if version in schema.context_dependent_function_opset_versions or (
+                schema.has_context_dependent_function and not schema.function_opset_versions):
+            types = [(t if t is not None else onnx.TypeProto()).SerializeToString() for t in input_types]
+            built = schema.get_context_dependent_function_with_opset_version(version, node.SerializeToString(), types)
+        else:
+            built = schema.get_function_with_opset_version(version)
+    except Exception:  # onnx could not build it for this node (an attribute or type its builder refuses)
+        return None
+    body = built if isinstance(built, onnx.FunctionProto) else onnx.FunctionProto.FromString(built)
+    if not body.node:
+        return None
+    del body.opset_import[:]
+    body.opset_import.append(onnx.helper.make_opsetid("", opset))
+    return body
 
 
 def signature_for(node: onnx.NodeProto | Node, opsets: dict[str, int]) -> Signature | None:

@@ -4,7 +4,8 @@ Sources, in order of precedence: graph inputs (a Loop's or Scan's body inputs de
 the node's), initializers (their headers only), Constant nodes, graph outputs, declared value_info, then
 `onnx.shape_inference` (non-strict), then, for values inference left untyped, the node's own inference
 function run alone and finally the schema's type-parameter binding (a parameter bound by an input fixes the
-outputs bound to the same parameter).
+outputs bound to the same parameter). What a graph declares (its outputs, its value_info) is also kept apart
+(`Scope.declared`): lint checks each declaration against what the value's node computes.
 
 Types without shapes. `lint` asks for types only (`shapes=False`): onnx's inference then sees every initializer
 as a graph input of its element type and the graph's inputs without their shapes, so that it infers element
@@ -41,7 +42,7 @@ _CONSTANT_ATTRIBUTE_TYPES = {
 }
 
 
-def _constant_type(node: onnx.NodeProto) -> onnx.TypeProto | None:
+def constant_type(node: onnx.NodeProto) -> onnx.TypeProto | None:
     for attr in node.attribute:
         if attr.name == "value":
             return tensor_type(attr.t.data_type, list(attr.t.dims))
@@ -71,6 +72,9 @@ class Scope:
     protos: ChainMap[str, onnx.TypeProto | bytes]  # value name -> its TypeProto, serialized where inference gave it
     sources: ChainMap[str, str]  # value name -> where its type came from
     nodes: list[Node] = field(default_factory=list)  # the graph's nodes, read (`where223.graph.nodes`)
+    # value name -> the type this graph declares for it (its outputs, then its value_info; the first of each name):
+    # a claim lint checks against what the value's producer computes, whichever source typed the value
+    declared: dict[str, str] = field(default_factory=dict)
 
     def proto(self, name: str) -> onnx.TypeProto | None:
         """The TypeProto of a value visible here, None if unknown."""
@@ -169,11 +173,20 @@ class _Builder:
             put(sparse.values.name, tensor_type(sparse.values.data_type, list(sparse.dims)), "initializer")
         for index, node in enumerate(read.nodes):
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.outputs:
-                put(node.outputs[0], _constant_type(graph.node[index]), "constant")
-        for value in graph.output:
-            put(value.name, value.type, "output")
-        for value in graph.value_info:
-            put(value.name, value.type, "value_info")
+                put(node.outputs[0], constant_type(graph.node[index]), "constant")
+        declared = scope.declared  # put, inlined, keeping what each name is declared (the first declaration)
+        for values, source in ((graph.output, "output"), (graph.value_info, "value_info")):
+            for value in values:
+                name = value.name
+                if not name or name in declared:
+                    continue
+                proto = value.type
+                text = type_string(proto)
+                if text is None:
+                    continue
+                declared[name] = text
+                if name not in own_types:
+                    own_types[name], own_protos[name], own_sources[name] = text, proto, source
         # put(name, proto, "inferred") for every value inference typed, in bulk: one store per value and map
         texts = self.type_texts
         fresh = {name: raw for name, raw in self.inferred.types(path).items() if name and name not in own_types}
@@ -229,11 +242,12 @@ class _Builder:
         if sig is None:
             return {}
         present = [name for name in node.input if name]
-        if all(name in scope.protos for name in present):
+        schema = op_schema(sig.op_type, sig.domain, self.opsets[sig.domain])  # None for ONNX Runtime's own ops
+        if schema is not None and all(name in scope.protos for name in present):
             try:
                 return dict(
                     onnx.shape_inference.infer_node_outputs(
-                        op_schema(sig.op_type, sig.domain, self.opsets[sig.domain]),
+                        schema,
                         node,
                         {name: scope.proto(name) for name in present},
                         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in self.opsets.items()],

@@ -1,7 +1,8 @@
 """`python -m where223.sweep.cell --cell KEY --stack FACTS --onnx F --out F.json`: run one cell in its stack.
 
 A worker entry point, not a `where223` command: the cell runs in its stack's own interpreter, which need not
-hold the project's environment (started by `where223.sweep.worker`). It runs the cell's
+hold the project's environment (started by `where223.sweep.worker`, or forked by that stack's warm server,
+`where223.sweep.warm`, which calls `main` in a process of the cell's own). It runs the cell's
 model with its recipe, exporter, opset and mode, and writes one record: the cell's `key`, its stack's facts and
 what the model's runner found. A `control-*` model is one of the engine's controls (`where223.sweep.controls`);
 any other model is run by the module the space names as its `runner` (`--runner`: `where223.study.matrix.run`
@@ -50,10 +51,11 @@ def run(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path, runner: str
     return importlib.import_module(runner).run_cell(key, stack, onnx_path)
 
 
-def _exit_with_parent(interval_s: float = 1.0) -> None:
-    """End this process when its parent (the worker that enforces its time limit) dies: an orphaned cell would
-    otherwise run unbounded. The parent is the process the worker named (it may be gone before this looks)."""
-    parent = int(os.environ.get(WORKER_PID) or os.getppid())
+def _exit_with_parent(parent: int | None = None, interval_s: float = 1.0) -> None:
+    """End this process when its parent (the worker that enforces its time limit, or the warm server that forked
+    it) dies: an orphaned cell would otherwise run unbounded. The parent is `parent` (the warm server names
+    itself), else the process the worker named (either may be gone before this looks)."""
+    parent = parent or int(os.environ.get(WORKER_PID) or os.getppid())
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -63,8 +65,9 @@ def _exit_with_parent(interval_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="where223-parent-watch", daemon=True).start()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one cell and write its record."""
+def main(argv: Sequence[str] | None = None, parent: int | None = None) -> int:
+    """Run one cell and write its record (`parent`: the process whose death ends this one, when not the worker
+    that WHERE223_SWEEP_WORKER_PID names)."""
     parser = argparse.ArgumentParser(prog="python -m where223.sweep.cell", description=main.__doc__)
     parser.add_argument("--cell", required=True, help="the cell's key as JSON")
     parser.add_argument("--stack", default="{}", help="the stack's facts as JSON (torch and transformers versions)")
@@ -72,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="where to write the record")
     parser.add_argument("--runner", help="the module whose run_cell runs the cell (the space's `runner`)")
     args = parser.parse_args(argv)
-    _exit_with_parent()
+    _exit_with_parent(parent)
     from where223.sweep import stages
 
     stages.ANNOUNCE["stages"] = True

@@ -39,10 +39,21 @@ class StackFacts(TypedDict):
     transformers: str | None
 
 
-class EngineFacts(TypedDict):
+class _EngineFactsRequired(TypedDict):
     host: Annotated[str, ENVIRONMENT]
     threads: int
     prepare_s: Annotated[float | None, TIMING]
+
+
+class EngineFacts(_EngineFactsRequired, total=False):
+    """How the engine ran the cell (`where223.sweep.worker`; a record older than the warm engine has none of
+    these): forked from its stack's warm server or in a new interpreter, the cell's wall time less its timed
+    stages, the warm server's start when this cell started one, and why a stack's cells ran cold."""
+
+    kind: Annotated[str, ENVIRONMENT]  # "warm" or "cold"
+    overhead_s: Annotated[float | None, TIMING]
+    server_start_s: Annotated[float, TIMING]
+    warm_refused: Annotated[str, ENVIRONMENT]
 
 
 class EngineError(TypedDict):

@@ -3,10 +3,11 @@
 By default a `LocalCluster` of single-threaded worker processes, one per core; `scheduler="tcp://HOST:8786"`
 uses any running Dask cluster instead (README: a cluster over SSH). Each task (`execute`, on a worker) prepares
 the cell's stack on first use (`where223.sweep.stacks.prepare`, under a lock shared by the host's workers,
-outside the cell's time limit), then runs the cell in a subprocess of the stack's interpreter
-(`where223.sweep.worker`). The client writes each record into the outputs tree as it arrives, under the tree's
-lock (`where223.pipeline.publish.write_record`): records travel back from remote workers, which need the same
-checkout but no shared disk.
+outside the cell's time limit), then runs the cell in a process of its own in the stack's interpreter
+(`where223.sweep.worker`): forked from the stack's warm server, which the worker keeps with torch and transformers
+imported (`engine="warm"`, the default), or a new interpreter per cell (`engine="cold"`). The client writes each
+record into the outputs tree as it arrives, under the tree's lock (`where223.pipeline.publish.write_record`):
+records travel back from remote workers, which need the same checkout but no shared disk.
 
 A worker that dies loses only its running cell: the local cluster lets the scheduler reschedule nothing
 (`allowed-failures` 0, no task queued on a worker beyond its one thread), and the driver submits that cell once
@@ -52,9 +53,9 @@ ENGINE_FAILURES = frozenset({Outcome.TIMEOUT, Outcome.CRASHED, Outcome.NOT_RUN})
 
 
 def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int = 1,
-            runner: str | None = None) -> dict[str, Any]:
-    """One cell on a worker: prepare its stack (outside the time limit), run it with the space's `runner`, return
-    its record."""
+            runner: str | None = None, engine: str = "warm") -> dict[str, Any]:
+    """One cell on a worker: prepare its stack (outside the time limit), run it with the space's `runner` by
+    `engine` ("warm" or "cold", `where223.sweep.worker`), return its record."""
     stack = stack_tools.load_stacks().stack(str(key["stack"]))
     facts = stack_tools.describe(stack)
     start = time.monotonic()
@@ -70,11 +71,12 @@ def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int =
         source = paths.ROOT / "src"
         record = worker.run_cell(
             key, prepared.python, source, work, timeout_s, path=prepared.path, stack=facts, threads=threads,
-            runner=runner,
+            runner=runner, engine=engine,
         )
         _trim(work)
     record.setdefault("stack", facts)
-    record["engine"] = {"host": socket.gethostname(), "prepare_s": prepare_s, "threads": threads}
+    ran = record.get("engine") if isinstance(record.get("engine"), dict) else {}
+    record["engine"] = {"host": socket.gethostname(), "prepare_s": prepare_s, "threads": threads, **ran}
     return record
 
 
@@ -269,14 +271,18 @@ def run(
     deadline: dt.datetime | None = None,
     stream: TextIO | None = None,
     say: Callable[[str], None] = lambda line: None,
+    engine: str = "warm",
 ) -> Counter[str]:
-    """Run every cell of `space` not yet recorded (all with `force`); the outcome counts of the cells run.
+    """Run every cell of `space` not yet recorded (all with `force`) by `engine` ("warm" or "cold"); the outcome
+    counts of the cells run.
 
     `identity` names fields every record gets from its cell (formatted like the space's record path), so a record
     the engine writes (not_built, timeout, crashed) is found by the study's readers like the cells' own. Once
     `deadline` has passed, the cells not yet finished are cancelled and recorded `not_run` (a resumed sweep runs
     them); a cell already running is not waited for, and its process ends within its own time limit.
     """
+    if engine not in worker.ENGINES:
+        raise UsageError(f"no engine {printable(engine, 40)!r} (engines: {', '.join(worker.ENGINES)})")
     from distributed import as_completed
 
     todo = [c for c in space.cells if force or not is_done(space.record_path(c, output_root), c)]
@@ -315,7 +321,7 @@ def run(
 
         def submit(cell: Cell, attempt: int) -> Any:
             future = client.submit(
-                execute, cell.key(), space.name, space.timeout_s, runner=space.runner,
+                execute, cell.key(), space.name, space.timeout_s, runner=space.runner, engine=engine,
                 key=f"{space.name}-{cell.ident()}-{attempt}", pure=False, retries=0, priority=-order[cell],
             )  # fmt: skip
             futures[future] = (cell, attempt)

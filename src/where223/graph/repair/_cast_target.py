@@ -31,8 +31,8 @@ def _wrong_casts(violations: list[Violation], editor: Editor) -> dict[int, tuple
     """Each Cast node behind a refused type: (node, subgraph path, index, the refused type), by node identity."""
     found: dict[int, tuple[ir.Node, str, int, str]] = {}
     for violation in violations:
-        if violation.kind != FindingKind.NOT_ALLOWED:
-            continue
+        if violation.kind != FindingKind.NOT_ALLOWED or violation.function_call is not None:
+            continue  # a finding inside a function body: the function body rule's
         node = editor.node(violation.subgraph, violation.node_index)
         for binding in violation.offending:
             if violation.op_type == "Cast" and binding.io == "output":

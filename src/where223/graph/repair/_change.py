@@ -12,13 +12,15 @@ class RepairError(Finding, RuntimeError):
 
 
 class RepairRefused(Finding, RuntimeError):
-    """The repaired model is written, and ONNX Runtime refuses it (or did not judge it within its time)."""
+    """ONNX Runtime refuses the model (or did not judge it within its time): the repaired one, written; or one in
+    which lint found nothing to repair, nothing written."""
 
 
 @dataclass(frozen=True)
 class Change:
-    """One edit: a Cast inserted for a node's input (`cast_input`) or behind its output (`cast_output`), or a Cast
-    node's target changed (`retarget_cast`), with the rule's reason (`why`)."""
+    """One edit: a Cast inserted for a node's input (`cast_input`) or behind its output (`cast_output`), a Cast
+    node's target changed (`retarget_cast`), or a declared type of a node's output corrected to the type the node
+    computes (`redeclare`), with the rule's reason (`why`)."""
 
     kind: str
     node: str
@@ -40,5 +42,8 @@ class Change:
                     f"'{cast}' (new value '{new_value}'){because}")
         if self.kind == "retarget_cast":
             return f"{node}{where}: Cast target {self.from_type} -> {self.to_type} for '{value}'{because}"
+        if self.kind == "redeclare":
+            return (f"{node}{where}: output {self.position} '{value}' declared {self.from_type} -> {self.to_type}"
+                    f"{because}")
         return (f"{node}{where}: output {self.position} now '{new_value}' {self.from_type}, cast back to "
                 f"{self.to_type} as '{value}' by Cast '{cast}'{because}")

@@ -145,6 +145,28 @@ class Editor:
         self.changes.append(Change("retarget_cast", node_label(node, index), path, out.name, 0, old_type, to_type,
                                    node_label(node, index), out.name, why))  # fmt: skip
 
+    def set_cast_to(self, path: str, index: int, to_type: str, why: str) -> None:
+        """Make a Cast node cast to `to_type`, the type its output is declared (nothing downstream changes: every
+        consumer was judged at the declared type)."""
+        node = self.node(path, index)
+        out = node.outputs[0]
+        source = self.type_in(path, node.inputs[0])
+        to = node.attributes.get("to")
+        old_type = f"tensor({elem_type_name(to.value)})" if to is not None else UNKNOWN
+        self._check_cast(source, to_type, node_label(node, index))
+        node.attributes["to"] = ir.AttrInt64("to", elem_type_of(to_type))
+        self.changes.append(Change("retarget_cast", node_label(node, index), path, out.name, 0, old_type, to_type,
+                                   node_label(node, index), out.name, why))  # fmt: skip
+
+    def redeclare(self, path: str, index: int, position: int, to_type: str, why: str) -> None:
+        """Declare output `position` of the node as `to_type`, the type the node computes (its shape kept)."""
+        node = self.node(path, index)
+        out = node.outputs[position]
+        old_type = self.type_in(path, out)
+        out.type = tensor_of(to_type)
+        self.changes.append(Change("redeclare", node_label(node, index), path, out.name, position, old_type, to_type,
+                                   "", out.name, why))  # fmt: skip
+
     def locate(self, node: ir.Node) -> tuple[str, int] | None:
         """The subgraph path and index lint gives `node`, None for a node added since."""
         for path, nodes in self.nodes.items():

@@ -9,15 +9,15 @@ import onnx
 
 from where223.errors import printable
 from where223.graph.dtypes import tensor_type_string
-from where223.graph.lint import FindingKind, Violation, lint_types
+from where223.graph.lint import FindingKind, Violation, call_outputs, lint_model, lint_types
 from where223.graph.loading import ModelLike, load_model
-from where223.graph.repair import _binding, _cast_target, _not_allowed
+from where223.graph.repair import _binding, _cast_target, _declared, _function_body, _not_allowed
 from where223.graph.repair._change import Change, RepairError
 from where223.graph.repair._eager import eager_kernels
 from where223.graph.repair._edit import Editor
 from where223.graph.types import ModelTypes, model_types
 
-MAX_ROUNDS = 4  # a wrong Cast's round, then the rounds for what its retargeting leaves, then a last check
+MAX_ROUNDS = 5  # a wrong Cast's round, a declared type's, then the rounds for what they leave, then a last check
 
 
 def _by_node(violations: list[Violation]) -> list[list[Violation]]:
@@ -45,9 +45,16 @@ def _editor(model: onnx.ModelProto, types: ModelTypes) -> Editor:
 
 
 def _round(violations: list[Violation], editor: Editor, target: str, kernels: dict[str, Any], eager: bool) -> None:
-    """One round: the wrong Casts behind root violations, else every violation by its rule."""
+    """One round: the wrong Casts behind root violations, else the declared types nodes contradict and the function
+    bodies ONNX Runtime would refuse, and every other violation that does not follow from them, by its rule."""
     if target != "output" and _cast_target.apply(violations, editor):
         return  # what a wrong Cast made wrong downstream is judged again after it is retargeted
+    first = [v for v in violations if _declared.is_declared(v) or v.function_call is not None]
+    if first:
+        _declared.apply(violations, editor)
+        _function_body.apply(violations, editor)
+        labels = {v.label for v in first}
+        violations = [v for v in violations if v not in first and not labels.intersection(v.caused_by)]
     for group in _by_node(violations):
         conflict = next((v for v in group if v.kind == FindingKind.BINDING_CONFLICT), None)
         if conflict is not None:
@@ -65,11 +72,27 @@ def _round(violations: list[Violation], editor: Editor, target: str, kernels: di
         editor.compute_in(refused, to_type, why)
 
 
+def _findings(model: onnx.ModelProto, types: ModelTypes) -> list[Violation]:
+    """What lint finds in the model as it is (its function calls unchecked), and the declared types of its calls'
+    outputs that a model-local function's body contradicts (found on the model with its functions inlined, put at
+    the call: `lint.at_calls`)."""
+    found = lint_types(types).violations
+    if model.functions:
+        calls = call_outputs(model)
+        at_call = [v for v in lint_model(model).violations
+                   if v.kind == FindingKind.DECLARED_TYPE and not v.subgraph and v.offending
+                   and v.offending[0].name in calls and v.node == calls[v.offending[0].name].node]  # fmt: skip
+        found += at_call
+    return found
+
+
 def repair(model: ModelLike, target: str = "auto",
            eager: str | os.PathLike[str] | dict[str, Any] | None = None) -> tuple[onnx.ModelProto, list[Change]]:
     """A copy of `model` in which every type violation lint finds is resolved, and the changes made.
 
-    The rules, in order: a wrong Cast target is retargeted (`_cast_target`); a type-binding conflict is computed
+    The rules, in order: a wrong Cast target is retargeted (`_cast_target`); a declared type its node contradicts is
+    made true, or corrected where its consumers take the computed type (`_declared`); a node whose function body
+    ONNX Runtime would refuse is computed in one floating type (`_function_body`); a type-binding conflict is computed
     in one type and cast back (`_binding`: where eager computed when `eager`, a one-model report from `where223
     explain`, records the node's kernel, else the widest bound type; an ONNX type name forces one;
     `target="output"`, the rule before these, casts to the outputs' type and resolves binding conflicts only,
@@ -82,7 +105,7 @@ def repair(model: ModelLike, target: str = "auto",
     current, changes = original, []
     for _ in range(MAX_ROUNDS):
         types = model_types(current)
-        violations = _in_scope(lint_types(types).violations, target)
+        violations = _in_scope(_findings(current, types), target)
         if not violations:
             return current, changes
         editor = _editor(current, types)
@@ -91,7 +114,7 @@ def repair(model: ModelLike, target: str = "auto",
             break
         changes += editor.changes
         current = editor.result()
-    left = _in_scope(lint_types(model_types(current)).violations, target)
+    left = _in_scope(_findings(current, model_types(current)), target)
     if not left:
         return current, changes
     raise RepairError("violations remain after the repair: " + "; ".join(v.message() for v in left[:5])
