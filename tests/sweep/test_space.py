@@ -306,3 +306,16 @@ def test_control_the_stacks_product_and_a_study_name_load(tmp_path):
     space = load_space(space_file(tmp_path, stacks="{environments: [project], transformers: [4.26.0]}",
                                   study="engine-test.2"))  # fmt: skip
     assert set(space.stacks) == {"project+transformers-4.26.0"} and space.study == "engine-test.2"
+
+
+def test_priority_runs_its_models_first_and_names_only_the_spaces_models(tmp_path):
+    models = "[gpt2-tiny, control-exit, control-sleep]"
+    plain = load_space(space_file(tmp_path, models=models))
+    assert [c.model for c in plain.cells] == ["gpt2-tiny", "control-exit", "control-sleep"]  # control: file order
+    first = load_space(space_file(tmp_path, models=models, priority="[control-sleep, control-exit]"))
+    assert [c.model for c in first.cells] == ["control-sleep", "control-exit", "gpt2-tiny"]
+    for priority, says in (("[gpt3]", "'gpt3', not among its models"), ("[control-exit, control-exit]", "twice")):
+        with pytest.raises(UsageError, match=says):
+            load_space(space_file(tmp_path, models=models, priority=priority))
+    today = load_space(ROOT / "spaces" / "classes-today.yaml")
+    assert [c.model for c in today.cells[:6]] == ["bert"] * 6 and today.cells[6].model == "roberta"

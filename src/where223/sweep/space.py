@@ -13,7 +13,9 @@ tiny GPT-2, the engine's controls and the committed model types. An `@FILE` list
 `planner` name modules of where223's own that define what the sweep calls (ROLES), found from their source
 without importing them. `records` is the record path under the outputs tree, a template of the cell's own FIELDS
 (its key and its stack's `torch` and `transformers` versions) that stays inside the tree; `identity` templates
-name the same fields; `timeout_s` is finite and above 0.
+name the same fields; `timeout_s` is finite and above 0. `priority` lists models that run first, in its order (the
+most-used families, so that a sweep stopped early has met what users export most), then the rest of `models` in
+theirs; every name it gives must be one of `models`, once.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ STUDY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a study's folder under the 
 SPACE_SCHEMA: yamlfile.Schema = {
     "description": None, "study": None, "records": None, "identity": yamlfile.Names(), "timeout_s": None,
     "runner": None, "summary": None, "planner": None, "stacks": {"environments": None, "transformers": None},
-    "models": None, "recipes": None, "exporters": None, "opsets": None, "modes": None, "cells": None,
+    "models": None, "priority": None, "recipes": None, "exporters": None, "opsets": None, "modes": None, "cells": None,
 }  # fmt: skip
 
 
@@ -310,6 +312,22 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+def _prioritised(models: list[str], value: Any, listed: bool, path: Path) -> list[str]:
+    """`models` with the ones `priority` names first, in its order; UsageError for a name `models` lacks, a name
+    given twice, or a space of listed cells (whose order is its file's)."""
+    if listed:
+        raise UsageError(f"space {path}: `priority` orders `models`; a space of listed `cells` runs in their order")
+    first = _names(value, "priority", path)
+    repeated = sorted({name for name in first if first.count(name) > 1})
+    if repeated:
+        raise UsageError(f"space {path}: `priority` names {', '.join(map(repr, repeated))} twice")
+    missing = [name for name in first if name not in models]
+    if missing:
+        raise UsageError(f"space {path}: `priority` names {', '.join(map(repr, missing[:5]))}, not among its models")
+    chosen = set(first)
+    return [*first, *(model for model in models if model not in chosen)]
+
+
 def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     """Read (`where223.pipeline.yamlfile`, SPACE_SCHEMA) and check a space file before any cell runs: UsageError (one
     line) for a missing file, an unknown key or name, a list outside LISTS, a module that is not where223's, a
@@ -339,6 +357,8 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     _unknown("recipe", axes["recipe"], frozenset(RECIPES))
     _unknown("exporter", axes["exporter"], frozenset(EXPORTERS))
     _unknown("mode", axes["mode"], frozenset(MODES))
+    if "priority" in data:
+        axes["model"] = _prioritised(axes["model"], data["priority"], listed is not None, path)
     if listed:  # the listed cells in each stack and mode, not the product of their fields
         cells = [Cell(stack, model, recipe, exporter, opset, mode) for stack in axes["stack"]
                  for (model, recipe, exporter, opset) in listed for mode in axes["mode"]]  # fmt: skip
