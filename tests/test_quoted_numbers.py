@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
+from where223.pipeline.git import git
 from where223.pipeline.paths import ROOT
 
 REGISTRY = ROOT / "tests" / "quoted_numbers.yaml"
@@ -79,11 +80,9 @@ REDUCE = {"sum": sum, "len": len, "max": max, "min": min}
 
 
 def _git(root: Path, *args: str) -> bytes | None:
-    """What git prints for `args` in the checkout at `root` (None when it fails, e.g. outside a checkout), with
-    repository-configured commands switched off."""
-    done = subprocess.run(["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-pager",
-                           "-C", str(root), *args], capture_output=True, check=False)
-    return done.stdout if done.returncode == 0 else None
+    """What git prints for `args` in the checkout at `root` (None when it fails, e.g. outside a checkout)."""
+    status, output, _ = git(root, *args)
+    return output if status == 0 else None
 
 
 def _committed(root: Path, relative: str) -> bytes | None:

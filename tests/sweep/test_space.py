@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -319,3 +320,14 @@ def test_priority_runs_its_models_first_and_names_only_the_spaces_models(tmp_pat
             load_space(space_file(tmp_path, models=models, priority=priority))
     today = load_space(ROOT / "spaces" / "classes-today.yaml")
     assert [c.model for c in today.cells[:6]] == ["bert"] * 6 and today.cells[6].model == "roberta"
+
+
+def test_a_record_made_by_other_cell_code_is_not_done_when_asked(tmp_path):
+    cell = Cell("project", "gpt2-tiny", "cpu_bf16_autocast", "torchscript", "auto", "train")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"key": cell.key(), "outcome": "accepted", "code": {"commit": "a", "dirty": False}}))
+    assert is_done(path, cell)  # control: resuming by key alone, as before
+    assert is_done(path, cell, lambda code: code.get("commit") == "a")
+    assert not is_done(path, cell, lambda code: code.get("commit") == "b")
+    path.write_text(json.dumps({"key": cell.key(), "outcome": "accepted"}))  # made before records said their code
+    assert not is_done(path, cell, lambda code: bool(code))

@@ -114,6 +114,9 @@ class Sweep(Command):
         for field in ("stack", "model", "recipe", "exporter"):
             parser.add_argument(f"--{field}", help=f"comma-separated glob patterns: only cells whose {field} matches")
         parser.add_argument("--force", action="store_true", help="rerun cells that are already recorded")
+        parser.add_argument("--rerun-older-code", action="store_true",
+                            help="also rerun cells whose record was made by other cell code than this checkout's "
+                                 "(each record carries the commit that made it)")
         parser.add_argument(
             "--deadline", type=options.deadline,
             help="ISO time (UTC if naive) after which unfinished cells become not_run",
@@ -181,6 +184,7 @@ class Sweep(Command):
                 say(f"{space.name}: {len(space.cells)} cells")
                 counts = driver.run(
                     space, scheduler=args.scheduler, workers=args.workers or None, force=args.force,
+                    rerun_older_code=args.rerun_older_code,
                     output_root=outputs, deadline=args.deadline, say=say,
                 )  # fmt: skip
                 say(f"{space.name}: ran {sum(counts.values())} cells: {json.dumps(dict(sorted(counts.items())))}")

@@ -29,9 +29,9 @@ numbers included. A record no type claims has no roles: every difference in it d
 A folder compared may come from anyone. It is read as a folder, never through git, so nothing its repository
 configures runs, and walked without following links; git runs only on this repository (a revision's outputs/, and
 which files of this repository's own outputs/ it would commit), with the commands a repository can configure
-switched off (`_GIT_OFF`). An empty REF, a revision git could read as an option, a gitlink, a file name that is not
-UTF-8 or holds a newline, and a tree past the limits below are refused with one line (CompareError: exit 2); names,
-keys and values printed are escaped (`where223.errors.printable`).
+switched off (`where223.pipeline.git`). An empty REF, a revision git could read as an option, a gitlink, a file
+name that is not UTF-8 or holds a newline, and a tree past the limits below are refused with one line
+(CompareError: exit 2); names, keys and values printed are escaped (`where223.errors.printable`).
 
 Standard library only (the records are read, never recomputed), so comparing imports no torch.
 """
@@ -43,7 +43,6 @@ import json
 import math
 import os
 import stat
-import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +51,7 @@ from typing import Any
 from where223 import markdown
 from where223.errors import UsageError, printable
 from where223.pipeline import roles, schema
+from where223.pipeline.git import git as run_git
 from where223.pipeline.paths import FAILED, OUTPUTS, ROOT, STAGING
 
 KINDS = ("differs", "within tolerance", "informational", "timing", "environment")
@@ -163,39 +163,11 @@ def _name(tree: str, relative: bytes) -> str:
     return name
 
 
-# git is run only on this repository (or the one a caller names), never on a folder compared, and with what a
-# repository's configuration could make it run switched off: the filesystem monitor (which ls-files starts), hooks,
-# pagers and transports (a partial clone's fetch of a missing object). rev-parse, ls-files, ls-tree and cat-file
-# --batch run no textconv, filter or external diff.
-_GIT_OFF = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat",
-            "-c", "protocol.allow=never", "--no-pager")
-_GIT_ENVIRONMENT_DROPPED = frozenset({  # an inherited variable that would point git at another repository or command
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_SSH",
-    "GIT_SSH_COMMAND"})
-
-
-def _git(root: Path, *args: str, data: bytes | None = None, work_tree: bool = False) -> tuple[int, bytes, str]:
-    """git on the repository at `root` (its `.git`, found nowhere else), with `_GIT_OFF`: exit status, stdout and
-    the last line of stderr."""
-    where = Path(root).absolute()
-    environment = {key: value for key, value in os.environ.items() if key not in _GIT_ENVIRONMENT_DROPPED}
-    environment.update(GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
-                       GIT_NO_LAZY_FETCH="1")
-    command = ["git", *_GIT_OFF, f"--git-dir={where / '.git'}", *([f"--work-tree={where}"] if work_tree else []), *args]
-    try:
-        done = subprocess.run(command, input=data, capture_output=True, check=False, cwd=where, env=environment)
-    except OSError as error:  # no git, or no such root
-        return -1, b"", str(error)
-    message = done.stderr.decode(errors="replace").strip().splitlines()
-    return done.returncode, done.stdout, message[-1] if message else ""
-
-
 def _committable(root: Path) -> set[bytes] | None:
     """The files under `root`'s outputs/ that git would commit (tracked, or untracked and not ignored), by path
     relative to it; None when git cannot say (not a work tree, no git)."""
     prefix = f"{OUTPUTS_FOLDER}/".encode()
-    status, listed, _ = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
+    status, listed, _ = run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
                              prefix.decode(), work_tree=True)
     if status != 0:
         return None
@@ -302,7 +274,7 @@ def revision_files(revision: str, root: Path | None = None, folder: str = OUTPUT
         raise CompareError(f"{printable(revision)}: not a folder, nor a git revision (it would read as an option)")
 
     def git(*args: str, data: bytes | None = None) -> bytes:
-        status, output, message = _git(root, *args, data=data)
+        status, output, message = run_git(root, *args, data=data)
         if status != 0:
             why = f" ({message})" if message else ""
             raise CompareError(f"{printable(revision)}: not a folder, nor a git revision of "

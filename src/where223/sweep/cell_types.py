@@ -73,9 +73,7 @@ class CellError(_CellErrorRequired, total=False):
     shrink: str
 
 
-class EngineRecord(TypedDict):
-    """The keys of every cell's record, the engine's own (timeout, crashed, not_built) included."""
-
+class _EngineRecordRequired(TypedDict):
     key: CellKey
     outcome: str
     recorded_at: Annotated[str, TIMING]
@@ -83,6 +81,15 @@ class EngineRecord(TypedDict):
     stack: StackFacts
     engine: EngineFacts
     wall_s: Annotated[float, TIMING]
+
+
+class EngineRecord(_EngineRecordRequired, total=False):
+    """The keys of every cell's record, the engine's own (timeout, crashed, not_built) included; `code`, which
+    commit of this repository the sweep ran and whether its src/where223 differed from it
+    (`where223.pipeline.git.code_version`; a record older than the field has none), is what `where223 sweep
+    --rerun-older-code` reads."""
+
+    code: Annotated[dict[str, Any], ENVIRONMENT]
 
 
 class CellRecord(EngineRecord):

@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 from where223.errors import UsageError, printable
 from where223.outcomes import Outcome
-from where223.pipeline import paths, publish
+from where223.pipeline import git, paths, publish
 from where223.sweep import stacks as stack_tools
 from where223.sweep import worker
 from where223.sweep.space import Cell, Space, is_done
@@ -260,6 +260,18 @@ def _identity(space: Space, cell: Cell, identity: Mapping[str, str]) -> dict[str
     return {name: template.format(**fields) for name, template in identity.items()}
 
 
+def _same_cell_code(code: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether a record's `code` is this checkout's cell code (see `run`)."""
+
+    def current(made_by: Mapping[str, Any]) -> bool:
+        commit = made_by.get("commit")
+        if not isinstance(commit, str) or made_by.get("dirty") is not False or not code["commit"]:
+            return False
+        return not git.cell_code_changed(paths.ROOT, commit, code["commit"])
+
+    return current
+
+
 def run(
     space: Space,
     *,
@@ -272,6 +284,7 @@ def run(
     stream: TextIO | None = None,
     say: Callable[[str], None] = lambda line: None,
     engine: str = "warm",
+    rerun_older_code: bool = False,
 ) -> Counter[str]:
     """Run every cell of `space` not yet recorded (all with `force`) by `engine` ("warm" or "cold"); the outcome
     counts of the cells run.
@@ -279,13 +292,19 @@ def run(
     `identity` names fields every record gets from its cell (formatted like the space's record path), so a record
     the engine writes (not_built, timeout, crashed) is found by the study's readers like the cells' own. Once
     `deadline` has passed, the cells not yet finished are cancelled and recorded `not_run` (a resumed sweep runs
-    them); a cell already running is not waited for, and its process ends within its own time limit.
+    them); a cell already running is not waited for, and its process ends within its own time limit. Every record
+    carries the code that made it (`code`: this checkout's commit, and whether its src/where223 differed); with
+    `rerun_older_code`, a cell whose record came from other cell code than this checkout's (a commit whose
+    src/where223 differs from HEAD's beyond what only presents records, a checkout that differed from its commit,
+    or a record older than the field) is run again.
     """
     if engine not in worker.ENGINES:
         raise UsageError(f"no engine {printable(engine, 40)!r} (engines: {', '.join(worker.ENGINES)})")
     from distributed import as_completed
 
-    todo = [c for c in space.cells if force or not is_done(space.record_path(c, output_root), c)]
+    code = git.code_version(paths.ROOT)
+    current = _same_cell_code(code) if rerun_older_code else None
+    todo = [c for c in space.cells if force or not is_done(space.record_path(c, output_root), c, current)]
     progress = Progress(len(space.cells), len(space.cells) - len(todo), stream or sys.stderr)
     progress.done = progress.skipped
     counts: Counter[str] = Counter()
@@ -294,6 +313,7 @@ def run(
     def publish_record(cell: Cell, record: dict[str, Any]) -> None:
         for name, value in _identity(space, cell, fields).items():
             record.setdefault(name, value)
+        record["code"] = code
         publish.write_record(space.record_path(cell, output_root), record, output_root)
         counts[str(record["outcome"])] += 1
         progress.add(record)

@@ -27,7 +27,7 @@ import json
 import math
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -407,13 +407,16 @@ def plan_target(path: str | Path) -> tuple[str, Path, list[str]]:
     return planner, target, stack_names
 
 
-def is_done(record_path: Path, cell: Cell) -> bool:
-    """True when the cell's record is there, carries the cell's key and a final outcome (resuming skips it)."""
+def is_done(record_path: Path, cell: Cell, current: Callable[[Mapping[str, Any]], bool] | None = None) -> bool:
+    """True when the cell's record is there, carries the cell's key and a final outcome (resuming skips it), and,
+    given `current`, the record's own `code` passes it (a record made by older cell code is not done)."""
     try:
         record = json.loads(record_path.read_text())
     except (OSError, ValueError):
         return False
     try:
-        return record.get("key") == cell.key() and Outcome(record.get("outcome")).final
+        done = record.get("key") == cell.key() and Outcome(record.get("outcome")).final
     except ValueError:
         return False
+    code = record.get("code")
+    return done and (current is None or current(code if isinstance(code, Mapping) else {}))
