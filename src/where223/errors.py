@@ -26,10 +26,13 @@ class Finding(Exception):
 NAME_LIMIT = 200  # characters of a name shown before it is cut
 
 
-def printable(text: str, limit: int | None = NAME_LIMIT) -> str:
+def printable(text: str | bytes, limit: int | None = NAME_LIMIT) -> str:
     """`text` safe to print on one line: control and other unprintable characters escaped as `repr` writes
     them (a newline as \\n, ESC as \\x1b), and cut after `limit` characters with a marker saying how many
-    were left out (None: never cut). Names read from a model pass through here before they are shown."""
+    were left out (None: never cut). Names read from a model pass through here before they are shown; one that
+    protobuf hands back as bytes (its UTF-8 broken) is shown with the bytes that are not UTF-8 escaped (\\xff)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "backslashreplace")
     if limit is not None and len(text) > limit:
         return f"{printable(text[:limit], None)}…[{len(text) - limit} more characters]"
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)

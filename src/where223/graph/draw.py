@@ -296,8 +296,8 @@ def _figure_size(graph: nx.DiGraph) -> tuple[float, float]:
 
 
 def _typed(model: ModelLike) -> tuple[ModelTypes, list[Violation]]:
-    loaded, _ = load_model(model)
-    types = model_types(loaded)
+    loaded, path = load_model(model)
+    types = model_types(loaded, path)
     return types, lint_types(types).violations
 
 

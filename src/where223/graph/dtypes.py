@@ -11,14 +11,15 @@ import onnx
 def elem_type_name(elem_type: int) -> str:
     """The lower-case TensorProto name of an element type: 1 -> 'float', 10 -> 'float16'.
 
-    MalformedModelError (one line, exit 2) for a number the installed onnx defines no type for.
+    UnknownElementTypeError (a MalformedModelError: one line, exit 2) for a number the installed onnx defines no
+    type for.
     """
     try:
         return onnx.helper.tensor_dtype_to_string(elem_type).split(".")[-1].lower()
     except (KeyError, ValueError) as error:
-        from where223.graph.loading import MalformedModelError
+        from where223.graph.loading import UnknownElementTypeError
 
-        raise MalformedModelError(f"element type {elem_type} is not one the installed onnx defines") from error
+        raise UnknownElementTypeError(f"element type {elem_type} is not one the installed onnx defines") from error
 
 
 def type_string(type_proto: onnx.TypeProto) -> str | None:

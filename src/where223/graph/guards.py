@@ -3,8 +3,10 @@
 A model someone downloaded is hostile input. onnx's function inliner and shape inference recurse without a
 limit (a model-local function that calls itself crashes the process), inlining is exponential in a chain of
 functions that each call the next twice, a graph with a cycle has no order to check it in, an opset version past
-a C++ int breaks onnx's schema lookup, and onnx's loader and ONNX Runtime follow an external-data location out of
-the model's folder (`../secret.bin`, or a symlink). `check_structure` refuses the first four with a one-line
+a C++ int breaks onnx's schema lookup, a name whose UTF-8 is broken comes back from protobuf as bytes (every reader
+of names expects text), onnx 1.16's shape inference crashes on a Scan without `num_scan_inputs`, and onnx's loader
+and ONNX Runtime follow an external-data location out of the model's folder (`../secret.bin`, or a symlink).
+`check_structure` refuses all but the last with a one-line
 `MalformedModelError` (exit 2 on the command line); `check_external_locations` refuses external data outside the
 model's folder, and `check_external_data` also data that is missing or past the end of its file, for every tensor
 `model_tensors` finds (our own walk: function bodies and sparse tensors included, whatever onnx is installed).
@@ -18,15 +20,17 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from itertools import filterfalse
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from itertools import chain, filterfalse
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
 import onnx
 
 from where223.errors import printable
-from where223.graph.nodes import ReadGraph, node_label, read_graphs, reads, subgraph_path
+from where223.graph.nodes import PLAIN_ATTRIBUTES, ReadGraph, node_label, read_graphs, reads, subgraph_path
 
 MAX_INLINED_NODES = 1_000_000  # nodes the model would have once every model-local function is inlined
 _INT32_MAX = 2**31 - 1  # onnx's schema registry takes opset versions as C++ ints
@@ -168,10 +172,10 @@ def _cycle_in(read: ReadGraph, where: str) -> str | None:
     return f"the {where} has a cycle ({' -> '.join(label)}): a graph's nodes must have a topological order"
 
 
-def check_acyclic(model: onnx.ModelProto) -> list[ReadGraph]:
-    """Refuse a model any of whose graphs, subgraphs or function bodies has a cycle; the main graph's graphs, read
-    on the way (`nodes.read_graphs`)."""
-    graphs = read_graphs(model.graph)
+def check_acyclic(model: onnx.ModelProto, graphs: list[ReadGraph] | None = None) -> list[ReadGraph]:
+    """Refuse a model any of whose graphs, subgraphs or function bodies has a cycle; the main graph's graphs
+    (`graphs`, else read here by `nodes.read_graphs`)."""
+    graphs = read_graphs(model.graph) if graphs is None else graphs
     scopes = [(f"subgraph {read.path}" if read.path else "main graph", read) for read in graphs]
     for function in model.functions:
         name = f"function {function.domain}.{function.name}"
@@ -200,12 +204,93 @@ def check_opsets(model: onnx.ModelProto) -> None:
             )
 
 
+def _not_text(texts: Callable[[], Iterable[object]]) -> object | None:
+    """The first of `texts()` that is not a str (protobuf hands back a `string` field whose bytes are not UTF-8 as
+    bytes), or None: the common case in C, by one `str.join` (which refuses anything but str) over C iterators."""
+    try:
+        "".join(texts())  # type: ignore[arg-type]
+    except TypeError:
+        return next(text for text in texts() if not isinstance(text, str))
+    return None
+
+
+def _graph_texts(read: ReadGraph) -> Iterator[object]:
+    """The names of one graph: its own, its values', its nodes' (name, op type, domain, inputs, outputs, attributes)."""
+    graph, nodes = read.graph, read.nodes
+    name = attrgetter("name")
+    return chain(
+        (graph.name,), map(name, chain(graph.input, graph.output, graph.value_info, graph.initializer)),
+        (sparse.values.name for sparse in graph.sparse_initializer), read.names,
+        map(itemgetter(0), nodes), map(itemgetter(1), nodes), chain.from_iterable(map(itemgetter(2), nodes)),
+        chain.from_iterable(map(itemgetter(3), nodes)), read.attribute_names,
+    )
+
+
+def _function_texts(function: onnx.FunctionProto) -> Iterator[object]:
+    """The names of a model-local function: its own, its inputs', outputs', attributes' and nodes' (at any depth)."""
+    texts: list[object] = [function.name, function.domain, *function.input, *function.output, *function.attribute]
+    for node in _nodes_within(list(function.node)):
+        texts += (node.name, node.op_type, node.domain, *node.input, *node.output,
+                  *(attr.name for attr in node.attribute))
+    return iter(texts)
+
+
+def check_text(model: onnx.ModelProto, graphs: list[ReadGraph]) -> None:
+    """Refuse a model any of whose names (the graphs', values', nodes', op types, domains, attributes', functions')
+    is not UTF-8: protobuf requires a `string` to be, hands such a field back as bytes, not text, and ONNX Runtime
+    refuses the model; every reader of names expects text. `graphs`: the main graph's, as `nodes.read_graphs` read
+    them (its nodes' names and attributes' names among them)."""
+    scopes: list[tuple[str, Callable[[], Iterable[object]]]] = [
+        ("the model's opset imports", lambda: [opset.domain for opset in model.opset_import])]
+    for read in graphs:
+        scopes.append((f"subgraph {read.path}" if read.path else "the main graph", partial(_graph_texts, read)))
+    for function in model.functions:
+        scopes.append(("a model-local function", partial(_function_texts, function)))
+    for where, texts in scopes:
+        found = _not_text(texts)
+        if found is not None:
+            raise StructureError(f"a name in {where} is not UTF-8 text ({printable(repr(found), 100)}), as protobuf "
+                                 "and ONNX Runtime require: refused")
+
+
+# required attributes that onnx's shape inference reads without checking they are there, by op (ai.onnx): onnx 1.16's
+# Scan inference crashes the process (SIGSEGV) on a Scan without `num_scan_inputs`. A sweep of every schema with a
+# required attribute, each op's node given none, found no other (onnx 1.16 and 1.23 alike).
+_READ_UNCHECKED = {"Scan": ("num_scan_inputs",)}
+
+
+def check_required_attributes(model: onnx.ModelProto, graphs: list[ReadGraph]) -> None:
+    """Refuse a node (in any graph or model-local function) of an ai.onnx op in `_READ_UNCHECKED` without the
+    attributes listed there: onnx's shape inference would crash on it; ONNX Runtime refuses it too."""
+    scopes = [(f"subgraph {read.path}" if read.path else "the main graph", read.graph.node,
+               list(map(itemgetter(0, 1), read.nodes))) for read in graphs
+              if not _READ_UNCHECKED.keys().isdisjoint(map(itemgetter(0), read.nodes))]  # a pass in C, most graphs
+    for function in model.functions:
+        protos = list(_nodes_within(list(function.node)))
+        ops = [(node.op_type, node.domain) for node in protos]
+        scopes.append((f"function {printable(function.domain)}.{printable(function.name)}", protos, ops))
+    for where, protos, ops in scopes:
+        for index, (op, domain) in enumerate(ops):
+            if op in _READ_UNCHECKED and domain in ("", "ai.onnx"):
+                node = protos[index]
+                present = {attr.name for attr in node.attribute}
+                missing = [name for name in _READ_UNCHECKED[op] if name not in present]
+                if missing:
+                    raise StructureError(
+                        f"node {printable(node_label(node, index))!r} ({op}) in {where} lacks its required attribute "
+                        f"{missing[0]!r}, which onnx's shape inference would crash on: refused")
+
+
 def check_structure(model: onnx.ModelProto) -> list[ReadGraph]:
     """Every check that must pass before onnx's inliner, shape inference or ONNX Runtime sees the model; the main
     graph's graphs, read on the way (`nodes.read_graphs`), for the walks that follow."""
+    graphs = read_graphs(model.graph)
+    check_text(model, graphs)  # first: the other checks' messages show names
     check_opsets(model)
     check_functions(model)
-    return check_acyclic(model)
+    check_acyclic(model, graphs)
+    check_required_attributes(model, graphs)
+    return graphs
 
 
 @functools.cache
@@ -256,10 +341,10 @@ class ExternalData(NamedTuple):
 # a model file too, and 1.32 refuses it there ("not allowed in a model protobuf"); no file may be named after it
 ORT_MEMORY_MARKER = "_ORT_MEM_ADDR_"
 
-_A = onnx.AttributeProto
 # attributes declared a number, a string or a type: every reader (ONNX Runtime, onnx-ir, our loader) takes them as
 # that, so a tensor or graph field set beside the declaration is never read (skipping them keeps the walk quick)
-_PLAIN = frozenset({_A.FLOAT, _A.INT, _A.STRING, _A.FLOATS, _A.INTS, _A.STRINGS, _A.TYPE_PROTO, _A.TYPE_PROTOS})
+_PLAIN = PLAIN_ATTRIBUTES
+_LOCATION = attrgetter("data_location")
 
 
 def _attribute_tensors(attr: onnx.AttributeProto) -> Iterator[tuple[str, onnx.TensorProto]]:
@@ -275,16 +360,28 @@ def _attribute_tensors(attr: onnx.AttributeProto) -> Iterator[tuple[str, onnx.Te
         yield f"{own} indices", tensor.indices
 
 
-def model_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+def model_tensors(model: onnx.ModelProto, graphs: Iterable[ReadGraph] = ()) -> Iterator[tuple[str, onnx.TensorProto]]:
     """Every tensor of the model a runtime or onnx may read, with where it lies: the initializers and sparse
     initializers (their values and indices) of the main graph, its subgraphs and the training graphs, and every
     tensor, tensor list and sparse tensor held by a node attribute there (but one declared a number, a string or a
     type: `_PLAIN`), in model-local function bodies (their subgraphs included) and among the functions' default
     attribute values. Our own walk, without recursion: onnx's private `_get_all_tensors` skips function bodies in
     onnx 1.16, and sparse tensors in 1.16 and 1.23 alike.
+
+    `graphs`: the main graph's graphs as `nodes.read_graphs` read them, if at hand: in those graphs only the nodes
+    they found holding an attribute outside `_PLAIN` (`ReadGraph.holding`) are visited; the same tensors either way.
     """
+    return _tensors(model, graphs, external=False)
+
+
+def _tensors(
+    model: onnx.ModelProto, graphs: Iterable[ReadGraph], external: bool
+) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """`model_tensors`; with `external`, a graph's initializers are listed only if one of them is external (checked
+    in C), the rest as `model_tensors` lists them."""
+    read_of = {id(read.graph): read for read in graphs}
     # pending: (the scope's name, nodes to walk, a graph whose initializers come first or None, attributes to walk)
-    pending: list[tuple[str, onnx.GraphProto | None, Iterable[onnx.NodeProto], Iterable[onnx.AttributeProto]]] = []
+    pending: list[tuple[str, onnx.GraphProto | None, Sequence[onnx.NodeProto], Iterable[onnx.AttributeProto]]] = []
     pending.append(("main graph", model.graph, model.graph.node, ()))
     for k, training in enumerate(model.training_info):
         for part in ("initialization", "algorithm"):
@@ -295,16 +392,21 @@ def model_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProt
         pending.append((name, None, function.node, function.attribute_proto))
     while pending:
         scope, graph, nodes, defaults = pending.pop()
+        read = read_of.get(id(graph))
+        holding: Iterable[int] = read.holding if read is not None and read.graph is graph else range(len(nodes))
         if graph is not None:
-            for tensor in graph.initializer:
-                yield f"{scope}, initializer", tensor
+            initializers = graph.initializer
+            if not external or onnx.TensorProto.EXTERNAL in map(_LOCATION, initializers):
+                for tensor in initializers:
+                    yield f"{scope}, initializer", tensor
             for sparse in graph.sparse_initializer:
                 yield f"{scope}, sparse initializer (values)", sparse.values
                 yield f"{scope}, sparse initializer (indices)", sparse.indices
         for attr in defaults:
             for part, tensor in _attribute_tensors(attr):
                 yield f"{scope}, default of attribute {printable(attr.name)!r}{part}", tensor
-        for index, node in enumerate(nodes):
+        for index in holding:
+            node = nodes[index]
             for attr in node.attribute:
                 if attr.type in _PLAIN:
                     continue
@@ -320,11 +422,13 @@ def model_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProt
                     pending.append((where, sub, sub.node, ()))
 
 
-def external_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+def external_tensors(
+    model: onnx.ModelProto, graphs: Iterable[ReadGraph] = ()
+) -> Iterator[tuple[str, onnx.TensorProto]]:
     """`model_tensors` whose data the model keeps in an external file (as onnx and ONNX Runtime decide it: the
     tensor's data_location is EXTERNAL)."""
     external = onnx.TensorProto.EXTERNAL
-    return ((where, tensor) for where, tensor in model_tensors(model) if tensor.data_location == external)
+    return ((where, tensor) for where, tensor in _tensors(model, graphs, True) if tensor.data_location == external)
 
 
 def _refusal(where: str, tensor: onnx.TensorProto, reason: str) -> StructureError:
@@ -334,6 +438,8 @@ def _refusal(where: str, tensor: onnx.TensorProto, reason: str) -> StructureErro
 def _located(where: str, tensor: onnx.TensorProto, base: Path) -> tuple[Path, dict[str, str]]:
     """The file a tensor's external data names, resolved (symlinks followed) and inside `base`, with its entries."""
     info = {entry.key: entry.value for entry in tensor.external_data}
+    if not all(isinstance(text, str) for entry in info.items() for text in entry):  # protobuf's bytes: not UTF-8
+        raise _refusal(where, tensor, "external data entries that are not UTF-8 text: refused")
     location = info.get("location", "")
     shown = printable(location)
     if not location or os.path.isabs(location):
@@ -352,12 +458,12 @@ def _located(where: str, tensor: onnx.TensorProto, base: Path) -> tuple[Path, di
     return file, info
 
 
-def check_external_locations(model: onnx.ModelProto, folder: Path) -> None:
-    """Refuse a model any of whose tensors (`model_tensors`) keeps its data at a location that is absolute or
-    resolves outside `folder` (after symlinks): the rule every tool applies to a model it opens, though it reads
-    no weights. A missing file is no refusal here: the weights are not needed to read the graph."""
+def check_external_locations(model: onnx.ModelProto, folder: Path, graphs: Iterable[ReadGraph] = ()) -> None:
+    """Refuse a model any of whose tensors (`model_tensors`; `graphs` as it takes them) keeps its data at a location
+    that is absolute or resolves outside `folder` (after symlinks): the rule every tool applies to a model it opens,
+    though it reads no weights. A missing file is no refusal here: the weights are not needed to read the graph."""
     base = folder.resolve()
-    for where, tensor in external_tensors(model):
+    for where, tensor in external_tensors(model, graphs):
         _located(where, tensor, base)
 
 

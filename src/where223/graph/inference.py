@@ -12,15 +12,17 @@ import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import onnx
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onnx.onnx_cpp2py_export import shape_inference as c_shape_inference
 
-from where223.graph.loading import onnx_failure, subgraphs
+from where223.graph.loading import onnx_failure
+from where223.graph.nodes import subgraph_path
 from where223.graph.schema import opset_imports
 
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 # initializers with at most this many elements keep their data for shape inference; larger ones are
 # handed to inference as typed graph inputs, so their data is never copied or needed
 _INFERENCE_DATA_LIMIT = 1024
@@ -90,33 +92,69 @@ def _inference_copy(
     return copy
 
 
-@functools.lru_cache(maxsize=1)
-def _inferred_values_reader() -> type:
+@functools.lru_cache(maxsize=2)
+def _inferred_values_reader(nodes: bool = False) -> type:
     """A message class that reads of a serialized ModelProto only its main graph's output and value_info, each as
-    its name and its type's bytes: nodes and initializers are skipped unparsed, no TypeProto is built."""
-    string, message, raw = (
+    its name and its type's bytes: nodes and initializers are skipped unparsed, no TypeProto is built. With `nodes`,
+    every node's name, op type and attributes too, each attribute's name, type and graphs, read the same way: every
+    subgraph's values, no deeper than the model's graphs nest (a TypeProto would add levels protobuf may refuse)."""
+    string, message, raw, int32 = (
         descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
         descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
         descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+        descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
     )
     labels = descriptor_pb2.FieldDescriptorProto
     optional, repeated = labels.LABEL_OPTIONAL, labels.LABEL_REPEATED
-    file = descriptor_pb2.FileDescriptorProto(name="where223_types.proto", package="where223_types")
+    package = "where223_subgraph_types" if nodes else "where223_types"
+    file = descriptor_pb2.FileDescriptorProto(name=f"{package}.proto", package=package)
     model = file.message_type.add(name="Model")
-    model.field.add(name="graph", number=7, type=message, type_name=".where223_types.Graph", label=optional)
+    model.field.add(name="graph", number=7, type=message, type_name=f".{package}.Graph", label=optional)
     graph = file.message_type.add(name="Graph")
-    graph.field.add(name="output", number=12, type=message, type_name=".where223_types.Value", label=repeated)
-    graph.field.add(name="value_info", number=13, type=message, type_name=".where223_types.Value", label=repeated)
+    graph.field.add(name="output", number=12, type=message, type_name=f".{package}.Value", label=repeated)
+    graph.field.add(name="value_info", number=13, type=message, type_name=f".{package}.Value", label=repeated)
     value = file.message_type.add(name="Value")  # ValueInfoProto's name and type, the type left serialized
     value.field.add(name="name", number=1, type=string, label=optional)
     value.field.add(name="type", number=2, type=raw, label=optional)
+    if nodes:  # NodeProto's name, op_type and attributes; AttributeProto's name, type, g and graphs
+        graph.field.add(name="node", number=1, type=message, type_name=f".{package}.Node", label=repeated)
+        node = file.message_type.add(name="Node")
+        node.field.add(name="name", number=3, type=string, label=optional)
+        node.field.add(name="op_type", number=4, type=string, label=optional)
+        node.field.add(name="attribute", number=5, type=message, type_name=f".{package}.Attribute", label=repeated)
+        attribute = file.message_type.add(name="Attribute")
+        attribute.field.add(name="name", number=1, type=string, label=optional)
+        attribute.field.add(name="type", number=20, type=int32, label=optional)
+        attribute.field.add(name="g", number=6, type=message, type_name=f".{package}.Graph", label=optional)
+        attribute.field.add(name="graphs", number=11, type=message, type_name=f".{package}.Graph", label=repeated)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     # GetMessageClass since protobuf 4.21; MessageFactory.GetPrototype before (removed in 5.x)
     message_class = getattr(message_factory, "GetMessageClass", None)
     if message_class is None:
         message_class = message_factory.MessageFactory(pool).GetPrototype
-    return message_class(pool.FindMessageTypeByName("where223_types.Model"))
+    return message_class(pool.FindMessageTypeByName(f"{package}.Model"))
+
+
+def _subgraph_values(graph: Any) -> dict[str, dict[str, bytes]]:
+    """Subgraph path -> value name -> its type's bytes, for every graph of `graph` (read by
+    `_inferred_values_reader(nodes=True)`), in `nodes.read_graphs`'s order (depth first, without recursion; of two
+    subgraphs that share a path, the later)."""
+    found: dict[str, dict[str, bytes]] = {}
+    pending = [("", graph)]
+    while pending:
+        path, current = pending.pop()
+        found[path] = {v.name: v.type for v in (*current.value_info, *current.output)}
+        bodies = []
+        for index, node in enumerate(current.node):
+            for attr in node.attribute:
+                if attr.type == _GRAPH:
+                    bodies.append((subgraph_path(path, node, index, attr.name), attr.g))
+                elif attr.type == _GRAPHS:
+                    bodies += [(subgraph_path(path, node, index, f"{attr.name}[{k}]"), sub)
+                               for k, sub in enumerate(attr.graphs)]
+        pending.extend(reversed(bodies))
+    return found
 
 
 def infer(
@@ -163,10 +201,6 @@ class InferredTypes:
         if path == "":
             graph = _inferred_values_reader().FromString(self.result()).graph
             return {v.name: v.type for v in (*graph.value_info, *graph.output)}
-        if self._subgraphs is None:  # the first subgraph: parse the whole inferred model once
-            full = onnx.load_model_from_string(self.result())
-            self._subgraphs = {
-                sub_path: {v.name: v.type.SerializeToString() for v in (*graph.value_info, *graph.output)}
-                for sub_path, graph in subgraphs(full.graph)
-            }
+        if self._subgraphs is None:  # the first subgraph: read every graph's values once
+            self._subgraphs = _subgraph_values(_inferred_values_reader(nodes=True).FromString(self.result()).graph)
         return self._subgraphs.get(path, {})

@@ -367,7 +367,7 @@ def _entries_of(record: object, provider: str, version: str) -> dict[str, Kernel
     statuses = {str(status) for status in KernelStatus}
     found = {}
     for key, value in entries.items():
-        if not (isinstance(value, dict) and value.get("status") in statuses
+        if not (isinstance(value, dict) and isinstance(value.get("status"), str) and value["status"] in statuses
                 and isinstance(value.get("message"), (str, type(None)))):
             raise _Corrupt("an entry is not {status, message}")
         found[key] = KernelEntry(KernelStatus(value["status"]), value.get("message"))

@@ -1057,7 +1057,8 @@ def at_calls(violations: list[Violation], calls: dict[str, CallOutput]) -> None:
 
 
 def lint_model(
-    model_or_path: ModelLike, provider: str | None = None, kernel_cache: Path | None | bool = None
+    model_or_path: ModelLike, provider: str | None = None, kernel_cache: Path | None | bool = None,
+    path: Path | None = None,
 ) -> LintReport:
     """Lint a model (or the .onnx file at a path; weights are not loaded).
 
@@ -1070,7 +1071,7 @@ def lint_model(
     is left out (ONNX Runtime reads none), and a declared type of a call's output that the function's body
     contradicts is reported at the call, as ONNX Runtime reports it (`call_outputs`). Raises
     `UnreadableModelError` for a file that is not a model and `MalformedModelError` when onnx's inliner or
-    shape inference fails on it.
+    shape inference fails on it; `path` names an in-memory model (read from that file) in them.
     """
     table = None
     if provider is not None:
@@ -1079,7 +1080,7 @@ def lint_model(
         table = kernel_table(provider, kernel_cache)
     with collector_paused():
         opened = open_model(model_or_path)
-        model, path = opened.model, opened.path
+        model, path = opened.model, opened.path or path
         functions = len(model.functions)
         if functions:  # the inlined model is a new one: model_types passes it through the guards again
             types = model_types(inline_local_functions(_without_function_value_info(model), path), path, shapes=False)

@@ -34,6 +34,11 @@ class MalformedModelError(UnreadableModelError):
     model-local function called with more outputs than it declares)."""
 
 
+class UnknownElementTypeError(MalformedModelError):
+    """A type in the model names an element type the installed onnx does not define (`dtypes.elem_type_name`); the
+    typing of the model (`types.model_types`) names the model."""
+
+
 def onnx_failure(path: Path | None, stage: str, error: Exception) -> MalformedModelError:
     """A one-line error for onnx's `stage` failing on the model at `path`, with onnx's own reason."""
     reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
@@ -96,7 +101,7 @@ def _opened(model: onnx.ModelProto, path: Path | None) -> OpenedModel:
     try:
         graphs = guards.check_structure(model)
         if path is not None:
-            guards.check_external_locations(model, path.parent)
+            guards.check_external_locations(model, path.parent, graphs)
     except guards.StructureError as error:
         raise MalformedModelError(f"{path or '<model>'}: {error}") from error
     return OpenedModel(model, path, graphs)

@@ -2,9 +2,10 @@
 
 Reading a field of a protobuf message builds a new Python object each time (a node's `input` is a container made
 anew at every access), so on a graph of 100,000 nodes one walk over the protobuf costs a fraction of a second, and
-lint makes four (the guards' order check, typing, the constraint check, the consequence walk). `read_graphs` reads
-each node's op, domain, inputs, outputs and subgraphs once; those walks go over its tuples. The protobuf stays the
-model: a walk that needs more of a node (its name, its attributes) takes `graph.node[index]`.
+lint makes many (the guards' order, text and external-data checks, typing, the constraint check, the consequence
+walk). `read_graphs` reads each node's op, domain, inputs, outputs, name and attributes once, in one walk per graph;
+those walks go over what it read. The protobuf stays the model: a walk that needs more of a node (its attributes'
+values) takes `graph.node[index]`, for the nodes in `ReadGraph.holding` only where it needs what an attribute holds.
 """
 
 from __future__ import annotations
@@ -13,21 +14,33 @@ import contextlib
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 import onnx
 
-_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+_A = onnx.AttributeProto
+_GRAPH, _GRAPHS = _A.GRAPH, _A.GRAPHS
+# attributes declared a number, a string or a type: every reader (ONNX Runtime, onnx-ir, our loader) takes them as
+# that, so a tensor or graph field set beside the declaration is never read; every other attribute (a tensor, a
+# sparse tensor, a graph, their lists, or no declared type) may hold a tensor or a graph
+PLAIN_ATTRIBUTES = frozenset(
+    {_A.FLOAT, _A.INT, _A.STRING, _A.FLOATS, _A.INTS, _A.STRINGS, _A.TYPE_PROTO, _A.TYPE_PROTOS}
+)
+_TYPE, _NAME = attrgetter("type"), attrgetter("name")
 
 
 @dataclass
 class ReadGraph:
-    """One graph (the main graph or a subgraph at `path`) and its nodes, read."""
+    """One graph (the main graph or a subgraph at `path`) and its nodes, read (`read_graphs` fills every list)."""
 
     path: str
     graph: onnx.GraphProto
     nodes: list[Node] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # each node's name, as protobuf hands it back (bytes: not UTF-8)
+    attribute_names: list[str] = field(default_factory=list)  # every attribute's name, node by node, in order
+    holding: list[int] = field(default_factory=list)  # the nodes with an attribute not in PLAIN_ATTRIBUTES, in order
 
 
 class Body(NamedTuple):
@@ -73,15 +86,31 @@ def _bodies(node: onnx.NodeProto, index: int, path: str) -> tuple[Body, ...]:
     return tuple(found)
 
 
-def _read_nodes(graph: onnx.GraphProto, path: str) -> list[Node]:
-    """The nodes of one graph, in order; their subgraphs named in `bodies`, not read yet."""
-    none = _NO_BODIES
+def _read(read: ReadGraph) -> None:
+    """Read the nodes of one graph into `read`, in order, each protobuf field once; their subgraphs named in
+    `bodies`, not read yet. The work per node is one comprehension's step; the rest runs in C (map, zip, chain)."""
     fields = [
-        (node.op_type, node.domain, node.input[:], node.output[:],
-         none if not node.attribute else _bodies(node, index, path))
-        for index, node in enumerate(graph.node)
+        (node.op_type, node.domain, node.input[:], node.output[:], node.name, node.attribute or None)
+        for node in read.graph.node
     ]  # fmt: skip
-    return list(map(tuple.__new__, repeat(Node), fields))  # Node(*f) without a Python call per node
+    read.nodes = list(map(tuple.__new__, repeat(Node), zip(
+        map(itemgetter(0), fields), map(itemgetter(1), fields), map(itemgetter(2), fields),
+        map(itemgetter(3), fields), repeat(_NO_BODIES))))  # fmt: skip  # Node(*f) without a Python call per node
+    read.names = list(map(itemgetter(4), fields))
+    containers = list(map(itemgetter(5), fields))  # None for a node without attributes
+    attributes = list(chain.from_iterable(compress(containers, containers)))
+    read.attribute_names = list(map(_NAME, attributes))
+    types = list(map(_TYPE, attributes))
+    if PLAIN_ATTRIBUTES.issuperset(types):  # the common case: no attribute anywhere may hold a tensor or a graph
+        read.holding = []
+        return
+    owner = list(chain.from_iterable(map(repeat, compress(count(), containers), map(len, filter(None, containers)))))
+    plain = PLAIN_ATTRIBUTES
+    read.holding = list(dict.fromkeys(owner[k] for k, kind in enumerate(types) if kind not in plain))  # in order
+    for index in read.holding:
+        bodies = _bodies(read.graph.node[index], index, read.path)
+        if bodies:
+            read.nodes[index] = read.nodes[index]._replace(bodies=bodies)
 
 
 @contextlib.contextmanager
@@ -107,9 +136,9 @@ def read_graphs(graph: onnx.GraphProto, path: str = "") -> list[ReadGraph]:
     pending = [top]
     while pending:  # depth first, bodies in order, without recursion (a hostile model may nest deeply)
         read = pending.pop()
-        read.nodes = _read_nodes(read.graph, read.path)
+        _read(read)
         found.append(read)
-        pending.extend(reversed([body.read for node in read.nodes for body in node.bodies]))
+        pending.extend(reversed([body.read for index in read.holding for body in read.nodes[index].bodies]))
     return found
 
 

@@ -28,7 +28,7 @@ import onnx.shape_inference
 from where223.graph import inference
 from where223.graph.dtypes import elem_type_of, tensor_type, type_string
 from where223.graph.guards import usable_opsets
-from where223.graph.loading import ModelLike, open_model
+from where223.graph.loading import ModelLike, UnknownElementTypeError, open_model
 from where223.graph.nodes import Node, ReadGraph, read_graphs
 from where223.graph.schema import Signature, formal_pairs, op_schema, opset_imports, signature_for
 
@@ -286,7 +286,8 @@ def model_types(source: ModelLike, path: Path | None = None, shapes: bool = True
     """The type of every value in every graph of a model, weights never loaded; without `shapes`, element types
     only (the TypeProtos in `Scope.protos` may then lack shapes; see the module's docstring).
 
-    `path` names an in-memory model in errors; MalformedModelError when onnx's shape inference fails on it.
+    `path` names an in-memory model in errors; MalformedModelError when onnx's shape inference fails on it or a type
+    in it names an element type the installed onnx does not define.
     """
     opened = open_model(source)
     return types_of_loaded(opened.model, opened.path or path, opened.graphs, shapes)
@@ -299,6 +300,9 @@ def types_of_loaded(
     second time (they are a walk over every node: a large graph pays for it once); `graphs` are its graphs as
     `open_model` read them (read here when not given)."""
     builder = _Builder(model, path, shapes)
-    builder.build((graphs or read_graphs(model.graph))[0], None)
+    try:
+        builder.build((graphs or read_graphs(model.graph))[0], None)
+    except UnknownElementTypeError as error:
+        raise UnknownElementTypeError(f"{path or '<model>'}: {error}") from error
     opsets = {"opsets": builder.opsets, "declared_opsets": builder.declared}
     return ModelTypes(scopes=builder.scopes, notes=builder.notes, **opsets)

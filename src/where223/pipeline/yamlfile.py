@@ -5,6 +5,7 @@ project needs and a hostile file uses, before anything walks the data:
 - anchors and aliases (`&name`, `*name`): nine levels of aliases in 544 bytes expand a billion-fold in whatever
   walks the data (`str()`, a loop), in minutes and gigabytes;
 - nesting deeper than MAX_DEPTH (a RecursionError in the composer, thousands of lines of traceback);
+- an integer longer than MAX_INT_CHARS (Python refuses to convert one of more than 4,300 digits: a traceback);
 - a key that is not a string (`1:`, `~:`, `[a]:`, the merge key `<<:`) and a key given twice;
 - a file over MAX_BYTES, or not a regular file (a FIFO, /dev/zero);
 - against the schema the caller gives for its kind of file, every key it does not know, where it appears, with a
@@ -35,6 +36,7 @@ from where223.errors import UsageError, printable
 
 MAX_BYTES = 256 * 1024  # the committed files are at most 4 KiB; the pure-Python loader reads this in well under 1 s
 MAX_DEPTH = 16  # levels of nesting, the document's top mapping the first; the committed files use at most 5
+MAX_INT_CHARS = 100  # characters of an integer (digits, sign, a base prefix); the committed files: at most 8 digits
 MAX_PROBLEMS = 20  # lines of problems listed, then how many more
 SHOWN = 60  # characters of a key shown in a problem
 STRING = "tag:yaml.org,2002:str"
@@ -96,6 +98,19 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+
+def _construct_int(loader: _Loader, node: ScalarNode) -> int:
+    """An integer, as SafeLoader reads it, of at most MAX_INT_CHARS characters: Python refuses to convert one of
+    more than 4,300 digits (a ValueError from deep in PyYAML), and none of the project's files needs one so long."""
+    size = len(str(node.value).replace("_", ""))
+    if size > MAX_INT_CHARS:
+        raise _Refused(node.start_mark, f"an integer of {size:,} characters, longer than any this file takes (at "
+                                        f"most {MAX_INT_CHARS})")
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def _line(node: Node) -> int:

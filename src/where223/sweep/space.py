@@ -241,11 +241,19 @@ def _stack_names(value: Any, path: Path) -> list[str]:
     return _names(value, "stacks", path)
 
 
-def _unknown(what: str, names: Sequence[str], known: Sequence[str] | frozenset[str]) -> None:
+def _unknown(what: str, names: Sequence[str], known: Sequence[str] | frozenset[str], path: Path) -> None:
     missing = [name for name in names if name not in known]
     if missing:
         shown = ", ".join(sorted(known)) if len(known) < 20 else f"{len(known)} known"
-        raise UsageError(f"unknown {what} {', '.join(map(repr, missing))} ({shown})")
+        raise UsageError(f"space {path}: unknown {what} {', '.join(map(repr, missing))} ({shown})")
+
+
+def _resolved(names: Sequence[str], stacks: Stacks, path: Path) -> dict[str, Stack]:
+    """Each stack the space at `path` names, as `stacks` defines it; UsageError naming the space for one it lacks."""
+    try:
+        return {name: stacks.stack(name) for name in names}
+    except UsageError as error:
+        raise UsageError(f"space {path}: {error}") from None
 
 
 def _runner(value: Any, models: Sequence[str], path: Path) -> str | None:
@@ -352,11 +360,11 @@ def load_space(path: str | Path, stacks: Stacks | None = None) -> Space:
     except (KeyError, TypeError, ValueError) as error:
         raise UsageError(f"space {path}: missing or malformed {error}") from None
     stacks = stacks or load_stacks()
-    resolved = {name: stacks.stack(name) for name in axes["stack"]}
-    _unknown("model", axes["model"], known_models())
-    _unknown("recipe", axes["recipe"], frozenset(RECIPES))
-    _unknown("exporter", axes["exporter"], frozenset(EXPORTERS))
-    _unknown("mode", axes["mode"], frozenset(MODES))
+    resolved = _resolved(axes["stack"], stacks, path)
+    _unknown("model", axes["model"], known_models(), path)
+    _unknown("recipe", axes["recipe"], frozenset(RECIPES), path)
+    _unknown("exporter", axes["exporter"], frozenset(EXPORTERS), path)
+    _unknown("mode", axes["mode"], frozenset(MODES), path)
     if "priority" in data:
         axes["model"] = _prioritised(axes["model"], data["priority"], listed is not None, path)
     if listed:  # the listed cells in each stack and mode, not the product of their fields
@@ -401,9 +409,7 @@ def plan_target(path: str | Path) -> tuple[str, Path, list[str]]:
     if target.exists() and not target.is_file():
         raise UsageError(f"space {path}: {cells} is not a file")
     stack_names = _stack_names(data.get("stacks"), path)
-    known = load_stacks()
-    for name in stack_names:
-        known.stack(name)
+    _resolved(stack_names, load_stacks(), path)
     return planner, target, stack_names
 
 

@@ -41,6 +41,9 @@ def apply(violations: list[Violation], editor: Editor) -> int:
             if node.op_type not in BODY_INPUT_OFFSET or claim.position >= len(node.inputs):
                 raise RepairError(f"{where}: its body declares input {claim.position} {claim.type}, given {computed}; "
                                   "not repaired")
+            if node.inputs[claim.position] is None:  # an optional input left out (a Loop's M): nothing to cast
+                raise RepairError(f"{where}: its body declares input {claim.position} {claim.type}, given {computed} "
+                                  f"for the node's input {claim.position}, which it leaves out; not repaired")
             editor.cast_input(violation.subgraph, violation.node_index, claim.position, claim.type,
                               f"its body declares {claim.type} for input {claim.position}")  # fmt: skip
             done += 1

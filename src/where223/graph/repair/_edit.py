@@ -5,6 +5,10 @@ against Cast's own schema at the model's opset, so no repair inserts a Cast from
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+
 import onnx
 import onnx_ir as ir
 
@@ -21,6 +25,20 @@ UNKNOWN = "an unknown type"
 # operators whose output type is given by an attribute, not by an input: the attribute a repair retypes with it
 TYPING_ATTRIBUTES = {"ConstantOfShape": "value", "EyeLike": "dtype", "RandomNormal": "dtype",
                      "RandomUniform": "dtype", "RandomNormalLike": "dtype", "RandomUniformLike": "dtype"}
+
+
+@contextlib.contextmanager
+def _onnx_ir_quiet() -> Iterator[None]:
+    """onnx-ir's warnings (its loggers', e.g. "Input 'x' of node 'n' ... cannot be found in any scope" for a model
+    that reads a value nothing defines) left out for the block: they would reach stderr through logging's last
+    resort as lines of their own; the model's faults are lint's and ONNX Runtime's to tell, in the repair's line."""
+    logger = logging.getLogger("onnx_ir")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _graphs(graph: ir.Graph, path: str = "") -> list[tuple[str, ir.Graph]]:
@@ -53,7 +71,8 @@ class Editor:
 
     def __init__(self, model: onnx.ModelProto, types: ModelTypes) -> None:
         self.types = types  # what lint saw: each value's type, declared or inferred
-        self.model = ir.serde.deserialize_model(model)
+        with _onnx_ir_quiet():
+            self.model = ir.serde.deserialize_model(model)
         self.graphs = dict(_graphs(self.model.graph))
         self.nodes = {path: list(graph) for path, graph in self.graphs.items()}  # indexes as lint saw them
         self.names = FreshNames(model)
@@ -202,4 +221,5 @@ class Editor:
             node.attributes[name] = ir.AttrInt64(name, elem_type_of(to_type))
 
     def result(self) -> onnx.ModelProto:
-        return ir.serde.serialize_model(self.model)
+        with _onnx_ir_quiet():
+            return ir.serde.serialize_model(self.model)

@@ -75,7 +75,7 @@ def repair_file(
     if reference is not None:
         load_model(reference)  # unreadable: refused before anything is written
     model, _ = load_model(source, load_weights=True)
-    repaired, changes = repair(model, target=target, eager=eager)
+    repaired, changes = repair(model, target=target, eager=eager, path=source)
     if not changes:  # nothing lint finds to repair: ONNX Runtime still judges the model before that is said
         judgement = judge(source, timeout_s=ort_timeout_s)
         if judgement.verdict == OrtVerdict.TIMEOUT:

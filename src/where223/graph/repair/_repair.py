@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -72,22 +73,22 @@ def _round(violations: list[Violation], editor: Editor, target: str, kernels: di
         editor.compute_in(refused, to_type, why)
 
 
-def _findings(model: onnx.ModelProto, types: ModelTypes) -> list[Violation]:
+def _findings(model: onnx.ModelProto, types: ModelTypes, path: Path | None = None) -> list[Violation]:
     """What lint finds in the model as it is (its function calls unchecked), and the declared types of its calls'
     outputs that a model-local function's body contradicts (found on the model with its functions inlined, put at
-    the call: `lint.at_calls`)."""
+    the call: `lint.at_calls`); `path` names the model in errors."""
     found = lint_types(types).violations
     if model.functions:
         calls = call_outputs(model)
-        at_call = [v for v in lint_model(model).violations
+        at_call = [v for v in lint_model(model, path=path).violations
                    if v.kind == FindingKind.DECLARED_TYPE and not v.subgraph and v.offending
                    and v.offending[0].name in calls and v.node == calls[v.offending[0].name].node]  # fmt: skip
         found += at_call
     return found
 
 
-def repair(model: ModelLike, target: str = "auto",
-           eager: str | os.PathLike[str] | dict[str, Any] | None = None) -> tuple[onnx.ModelProto, list[Change]]:
+def repair(model: ModelLike, target: str = "auto", eager: str | os.PathLike[str] | dict[str, Any] | None = None,
+           path: str | os.PathLike[str] | None = None) -> tuple[onnx.ModelProto, list[Change]]:
     """A copy of `model` in which every type violation lint finds is resolved, and the changes made.
 
     The rules, in order: a wrong Cast target is retargeted (`_cast_target`); a declared type its node contradicts is
@@ -98,14 +99,17 @@ def repair(model: ModelLike, target: str = "auto",
     `target="output"`, the rule before these, casts to the outputs' type and resolves binding conflicts only,
     leaving other findings in place); a type the schema does not allow is computed in the nearest allowed type that
     holds it and cast back (`_not_allowed`). A model without violations is returned as is, with no changes.
-    RepairError (with its reason) when a violation has no rule that resolves it, or violations remain.
+    RepairError (with its reason) when a violation has no rule that resolves it, or violations remain. `path` names
+    an in-memory model (read from that file) in errors about the model as given.
     """
-    original, _ = load_model(model)
+    original, loaded_from = load_model(model)
+    named = loaded_from or (Path(path) if path is not None else None)
     kernels = eager_kernels(eager) if eager is not None else {}
     current, changes = original, []
     for _ in range(MAX_ROUNDS):
-        types = model_types(current)
-        violations = _in_scope(_findings(current, types), target)
+        named_here = named if current is original else None  # errors about the model as given name its file
+        types = model_types(current, named_here)
+        violations = _in_scope(_findings(current, types, named_here), target)
         if not violations:
             return current, changes
         editor = _editor(current, types)
