@@ -12,7 +12,8 @@
     from its path as a user runs it: `where223.graph.lint_model(path)` against
     `onnx.checker.check_model(path, full_check=True)`; the totals and their ratio (target: within 5x).
 
-The record goes to outputs/benchmarks/environments.json with the environment; the ratios are printed.
+The record goes to outputs/benchmarks/environments.json with the environment and the run (`run`: commit, machine,
+start): the parts left out by `--skip-*` are left out of it, not kept from an earlier run; the ratios are printed.
 
     .venv/bin/python benchmarks/environments.py [--with-pip] [--skip-setup] [--skip-matrix] [--skip-lint]
 """
@@ -313,6 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     record: dict[str, Any] = {
+        "run": environment.this_run(),
         "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
         "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -10,7 +10,8 @@ Each statement runs in a fresh interpreter of this venv, the two arms alternatin
   module is compiled from its source, as before this change (nothing is written there either).
 
 The record (outputs/benchmarks/import_bytecode.json) holds every run, the medians, their ratio, whether torch's
-bytecode was present at all (without it the two arms measure the same thing) and the environment. It measures
+bytecode was present at all (without it the two arms measure the same thing), the environment and the run it came
+from (`run`: commit, machine, start). It measures
 imports only, not a whole test or notebook.
 
     .venv/bin/python benchmarks/import_bytecode.py [--repeat 5] [--out FILE]
@@ -89,7 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.repeat <= 50:
         parser.error(f"--repeat {args.repeat}: choose 1 to 50")
+    run = environment.this_run()
     record = {
+        "run": run,
         "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
         "torch_bytecode_present": torch_bytecode_present(),
         "repeat": args.repeat,

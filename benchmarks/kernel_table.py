@@ -6,7 +6,9 @@ opset (`--opsets`, default 17 and 21; `--repeat` builds each, default 3, the fir
 warm-up), with its entries counted by status and by type (float, float16, bfloat16, double) and the operators
 missing a kernel named per type; then `lint_model` on the committed repaired GPT-2 (type conflicts resolved, still
 bfloat16) without kernels, with kernels and an empty cache, and again with the cache just written, beside ONNX
-Runtime's verdict on the whole model and whether the node it names is among those lint says lack a kernel.
+Runtime's verdict on the whole model and whether the node it names is among those lint says lack a kernel. The
+record carries the environment and the run it came from (`run`: commit, machine, start; every interpreter's part
+measured in that run, one after the other).
 
     .venv/bin/python benchmarks/kernel_table.py [--opsets 17,21] [--repeat 3] [--python PY ...] [--out FILE]
 """
@@ -142,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(measure_here(opsets, args.repeat, args.model)))
         return 0
     pythons = args.python or [sys.executable, *([str(GRAPH_PYTHON)] if GRAPH_PYTHON.is_file() else [])]
+    run = environment.this_run()
     runtimes = {}
     for python in pythons:
         command = [python, __file__, "--here", "--opsets", args.opsets, "--repeat", str(args.repeat),
@@ -155,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"onnxruntime {measured['onnxruntime']}, opset {opset}: {table['entries']} entries "
                   f"({table['ops']} ops) in {table['median_s']:.2f} s; missing {missing}")
     record = {
+        "run": run,
         "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
         "provider": "CPUExecutionProvider",
         "opsets": opsets,

@@ -12,9 +12,15 @@ accepts. On each it times, in interleaved rounds, `lint_model`, ONNX Runtime's s
 graph optimisations off), the checker, and `graph/guards.py`'s structure checks alone; the record's
 `graph_100k` section states the criterion (`criterion`) and its verdict; NOTES.md quotes `graph_notes_line`.
 
-Both parts write one record, outputs/benchmarks/lint_speed.json (with the environment); running one part keeps
-the other's section as recorded. `benchmarks/environments.py` times lint and the checker over onnx's many small
-conformance models. Only part `124m` imports torch and transformers; the linter itself never does.
+Lint's phases (loading, typing, the constraint check) are timed inside the very `lint_model` calls whose times
+make lint's total, so each phase's median (`lint_phases_s`) is over the same rounds as the total it explains.
+
+Both parts write one record, outputs/benchmarks/lint_speed.json (with the environment), each part with the run it
+came from (`run`: commit, machine, start; the 124M part's at the record's top, `graph_100k`'s in it): a run of
+both parts is one measurement, and running one part keeps the other's section as recorded, with its own older
+run (a kept part recorded before parts carried their run is refused: run both). `benchmarks/environments.py`
+times lint and the checker over onnx's many small conformance models. Only part `124m` imports torch and
+transformers; the linter itself never does.
 
     python benchmarks/lint_speed.py [--part all|124m|100k] [--repeats 5] [--rebuild]
 """
@@ -22,6 +28,7 @@ conformance models. Only part `124m` imports torch and transformers; the linter 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -30,7 +37,7 @@ import os
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +47,11 @@ from google.protobuf.internal import api_implementation
 from onnx import TensorProto, helper, numpy_helper
 
 from where223.graph import guards
-from where223.graph.lint import lint_model, lint_types
-from where223.graph.loading import load_model, open_model
+from where223.graph import lint as lint_module
+from where223.graph.lint import lint_model
+from where223.graph.loading import load_model
 from where223.graph.nodes import collector_paused
 from where223.graph.ort import OrtVerdict, first_message_line, import_onnxruntime, judge_message
-from where223.graph.types import types_of_loaded
 from where223.pipeline import environment, paths, portable, records
 from where223.pipeline.paths import CACHE
 
@@ -84,22 +91,66 @@ def build_model(path: Path = MODEL_PATH) -> Path:
     return path
 
 
-def lint_phases(path: Path) -> dict[str, float]:
-    """Seconds of one lint's phases on `path`, as `lint_model` runs them on a model without local functions:
-    loading (parsing, the guards, every node read once), typing (onnx's inference, element types only), the
-    constraint check (with the consequence walk)."""
-    with collector_paused():
-        start = time.perf_counter()
-        opened = open_model(path)
-        loaded = time.perf_counter()
-        types = types_of_loaded(opened.model, opened.path, opened.graphs, shapes=False)
-        typed = time.perf_counter()
-        lint_types(types)
-        checked = time.perf_counter()
+# lint_model's phases, by the functions of where223.graph.lint it calls for them: loading (parsing, the guards,
+# every node read once), typing (onnx's inference, element types only; local functions inlined first), the
+# constraint check (with the consequence walk)
+LINT_PHASES: dict[str, tuple[str, ...]] = {
+    "load": ("open_model",),
+    "types": ("inline_local_functions", "model_types", "types_of_loaded"),
+    "constraint_check": ("lint_types",),
+}
+
+
+@contextlib.contextmanager
+def _phases_timed(seconds: dict[str, float]) -> Iterator[None]:
+    """Within the block, each call lint_model makes to a phase's functions adds its seconds to `seconds`."""
+    originals = {name: getattr(lint_module, name) for names in LINT_PHASES.values() for name in names}
+
+    def clocked(phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[phase] += time.perf_counter() - start
+
+        return call
+
+    for phase, names in LINT_PHASES.items():
+        for name in names:
+            setattr(lint_module, name, clocked(phase, originals[name]))
+    try:
+        yield
+    finally:
+        for name, function in originals.items():
+            setattr(lint_module, name, function)
+
+
+class PhaseClock:
+    """`lint_model(path)` with its phases timed inside the call itself: call it where lint's total is timed, and
+    `rounds` holds each call's phases, so the phases come from the same rounds as the total they explain."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rounds: list[dict[str, float]] = []
+
+    def __call__(self) -> object:
+        seconds = dict.fromkeys(LINT_PHASES, 0.0)
+        with _phases_timed(seconds):
+            report = lint_model(self.path)
+        self.rounds.append(seconds)
+        return report
+
+
+def phase_summary(rounds: list[dict[str, float]], explains: str) -> dict[str, Any]:
+    """The phases of the rounds whose totals `explains` names: each phase's median over those rounds (what the
+    record quotes; medians of parts need not add up to the median of the whole) and every round."""
     return {
-        "load": round(loaded - start, 3),
-        "types": round(typed - loaded, 3),
-        "constraint_check": round(checked - typed, 3),
+        "explains": explains,
+        "rounds": f"each phase timed inside the same {len(rounds)} lint_model calls as {explains}, its median over "
+        "them",
+        "median": {phase: round(statistics.median(r[phase] for r in rounds), 3) for phase in LINT_PHASES},
+        "runs": {phase: [round(r[phase], 3) for r in rounds] for phase in LINT_PHASES},
     }
 
 
@@ -116,8 +167,8 @@ def timed(function: Callable[[], object], repeats: int) -> list[float]:
 def measure(path: Path, repeats: int) -> dict[str, Any]:
     """The lint result, lint's phases and both tools' timed runs on `path` (seconds rounded to the ms)."""
     report = lint_model(path)
-    phases = lint_phases(path)
-    lint_times = timed(lambda: lint_model(path), repeats)
+    clock = PhaseClock(path)
+    lint_times = timed(clock, repeats)
     checker_times = timed(lambda: onnx.checker.check_model(str(path), full_check=True), repeats)
     lint_s, checker_s = statistics.median(lint_times), statistics.median(checker_times)
     data = path.with_name(f"{path.name}.data")
@@ -133,7 +184,7 @@ def measure(path: Path, repeats: int) -> dict[str, Any]:
             "unchecked": report.unchecked_count,
             "untyped_values": report.untyped_values,
         },
-        "lint_phases_s": phases,
+        "lint_phases_s": phase_summary(clock.rounds, "lint_s"),
         "repeats": repeats,
         "lint_s": {
             "median": round(lint_s, 3),
@@ -351,12 +402,16 @@ VARIANTS = {  # name -> the block whose Where is bound to float and float16 (Non
 }
 
 
-def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES) -> dict[str, Any]:
-    """The `graph_100k` section: every variant of the generated graph (VARIANTS) written under `folder`, what each
-    tool made of each, and lint, ONNX Runtime, the checker and the guards timed in interleaved rounds."""
+def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES, run: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """The `graph_100k` section of the run `run` (default: one starting now): every variant of the generated graph
+    (VARIANTS) written under `folder`, what each tool made of each, and lint (its phases timed inside the same
+    calls), ONNX Runtime, the checker and the guards timed in interleaved rounds."""
+    run = run or environment.this_run()
     load_before = os.getloadavg()[0]
     variants: dict[str, dict[str, Any]] = {}
     functions: dict[str, Callable[[], object]] = {}
+    clocks: dict[str, PhaseClock] = {}
     for name, violation_at in VARIANTS.items():
         path = folder / f"graph-{nodes}-{name}.onnx"
         model_file = write_large_graph(path, nodes, violation_at)
@@ -377,11 +432,11 @@ def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES) -> dict[
             },
             "ort": {"verdict": str(verdict), "message": first_message_line(str(session)) if error else None},
             "checker": {"passed": checked is None, "message": first_line(checked)},
-            "lint_phases_s": lint_phases(path),
         }
         del session
+        clocks[name] = PhaseClock(path)
         functions |= {
-            f"{name}.lint": lambda path=path: lint_model(path),
+            f"{name}.lint": clocks[name],
             f"{name}.ort": lambda path=path: ort_session(path),
             f"{name}.checker": lambda path=path: full_check(path),
             f"{name}.guards": lambda model=model: _paused(guards.check_structure, model),
@@ -396,6 +451,7 @@ def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES) -> dict[
             "ort_session_s": summary(times[f"{name}.ort"]),
             "checker_s": summary(times[f"{name}.checker"]),
             "guards_s": summary(times[f"{name}.guards"]),
+            "lint_phases_s": phase_summary(clocks[name].rounds, "lint_s"),
             "lint_cpu_s": summary(cpu[f"{name}.lint"]),
             "ort_session_cpu_s": summary(cpu[f"{name}.ort"]),
             "ratio_lint_to_ort": round(lint_s / ort_s, 2),
@@ -403,6 +459,7 @@ def measure_graph(folder: Path, repeats: int, nodes: int = GRAPH_NODES) -> dict[
             "guards_share_of_lint": round(guards_s / lint_s, 3),
         }
     return {
+        "run": run,
         "nodes": nodes,
         "generator": "benchmarks/lint_speed.py::build_large_graph, seed 0",
         "weights": "small and inline in the .onnx file: every tool reads them with the graph (no external data)",
@@ -463,50 +520,65 @@ def graph_notes_line(record: dict[str, Any]) -> str:
     )
 
 
-def main() -> None:
+def kept_part(kept: dict[str, Any], part: str) -> dict[str, Any]:
+    """What a run of `part` alone keeps of the record `kept`: the other part as recorded, with its own run
+    (nothing when the record lacks it). A kept part without a run, recorded before parts carried theirs, is
+    refused (SystemExit): the record would claim one run for two."""
+    if part == "all":
+        return {}
+    other = {key: value for key, value in kept.items() if key != GRAPH_KEY} if part == "100k" else kept.get(GRAPH_KEY)
+    if not other:
+        return {}
+    if "run" not in other:
+        name = "the 124M part" if part == "100k" else f"the {GRAPH_KEY} part"
+        raise SystemExit(f"{name} of the record has no run to keep it with (recorded before parts carried theirs): "
+                         "measure both parts (--part all)")
+    return other if part == "100k" else {GRAPH_KEY: other}
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("all", "124m", "100k"), default="all", help="what to measure (default all)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of each (default 5)")
     parser.add_argument("--rebuild", action="store_true", help="export the 124M model again")
     parser.add_argument("--out", type=Path, default=RECORD, help="where to write the record")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
-    kept = records.read_json(args.out) if args.out.is_file() else {}
-    record: dict[str, Any] = {}
+    record = kept_part(records.read_json(args.out) if args.out.is_file() else {}, args.part)
+    run = environment.this_run()  # one run: every part it measures carries it
     if args.part in ("all", "124m"):
         if args.rebuild or not MODEL_PATH.is_file():
             start = time.perf_counter()
             build_model()
             print(f"exported {MODEL_PATH} in {time.perf_counter() - start:.1f} s")
-        record |= {
+        record = {
+            "run": run,
             **measure(MODEL_PATH, args.repeats),
             "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
             "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            **record,
         }
-        result, phases = record["lint_result"], record["lint_phases_s"]
+        result, phases = record["lint_result"], record["lint_phases_s"]["median"]
         print(
             f"lint result: {result['nodes_checked']} nodes checked, {result['violations']} violations, "
             f"{result['unchecked']} unchecked, {result['untyped_values']} untyped values"
         )
-        print("lint phases: " + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in phases.items()))
+        print("lint phases (medians): " + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in phases.items()))
         print(notes_line(record))
-    else:  # the 124M section as recorded
-        record |= {key: value for key, value in kept.items() if key != GRAPH_KEY}
     if args.part in ("all", "100k"):
-        record[GRAPH_KEY] = measure_graph(MODEL_DIR, args.repeats)
+        record[GRAPH_KEY] = measure_graph(MODEL_DIR, args.repeats, run=run)
         for name, variant in record[GRAPH_KEY]["variants"].items():  # every ratio, side by side
             print(
                 f"{name}: lint {variant['lint_s']['median']:.3f} s, "
                 f"ONNX Runtime {variant['ort_session_s']['median']:.3f} s ({variant['ort']['verdict']}), "
                 f"lint / ONNX Runtime {variant['ratio_lint_to_ort']:.2f} x, checker "
                 f"{variant['checker_s']['median']:.3f} s, guards {variant['guards_s']['median']:.3f} s; "
-                "lint phases " + ", ".join(f"{k} {v:.3f} s" for k, v in variant["lint_phases_s"].items())
+                "lint phases (medians) "
+                + ", ".join(f"{k} {v:.3f} s" for k, v in variant["lint_phases_s"]["median"].items())
             )
         judged = record[GRAPH_KEY]["criterion"]
         print(f"criterion: {judged['statement']}: {'passed' if judged['passed'] else 'failed'}")
         print(graph_notes_line(record))
-    elif GRAPH_KEY in kept:
-        record[GRAPH_KEY] = kept[GRAPH_KEY]
     records.write_json(args.out, record)
     print(f"record: {args.out}")
 

@@ -35,7 +35,10 @@ The corpus, rebuilt on every run:
     `fixed.onnx`, exported with the fixes; `repaired.onnx`, `where223 repair`'s), at most `--per-source` of each
     space and kind (in the order of a hash of their folder), none over `--max-mib` with its weights; read in
     place, never written to. The record says how many of each were found and used, and how to make them when
-    there are none.
+    there are none;
+(c) converted: the float32 models of the converters benchmark converted by each converter
+    (.cache/converters/converted/<model>/<converter>.onnx, which `make converters` leaves; its repaired copies
+    left out), none over `--max-mib`, read in place; with `--no-converted`, none.
 
     .venv-peers/bin/python benchmarks/peers.py [--mutants 60] [--per-source 4] [--max-mib 64] [--timeout 60]
     make peers   # builds .venv-peers from requirements-peers.lock, then runs this (PEERS_ARGS: the options)
@@ -69,8 +72,9 @@ from where223.pipeline import environment, paths, publish
 RECORD: Path = paths.OUTPUTS / "benchmarks" / "peers.json"
 CACHE: Path = paths.CACHE / "peers"
 SWEEP_WORK: Path = paths.CACHE / "sweep" / "work"
+CONVERTED: Path = paths.CACHE / "converters" / "converted"  # benchmarks/converters.py's conversions
 EXPORT_KINDS = ("model", "fixed", "repaired")  # the sweeps' file names, without .onnx
-PARTS = ("conformance", "exports")
+PARTS = ("conformance", "exports", "converted")
 PROVIDER = "CPUExecutionProvider"
 TOOLS = ("lint", "lint --kernels", "onnx.checker", "onnx-doctor", "polygraphy")
 WORKER_TOOLS = ("judge", "lint", "lint --kernels", "onnx.checker", "onnx-doctor")
@@ -226,6 +230,31 @@ def find_exports(work: Path, per_source: int, max_mib: float) -> tuple[list[Corp
                      "per_source within max_mib (the file with its external weights)",
         "hint": None if corpus else HINT,
     }
+    return corpus, description
+
+
+def find_converted(folder: Path, max_mib: float) -> tuple[list[CorpusModel], dict[str, Any]]:
+    """The converters benchmark's conversions, `folder/<model>/<converter>.onnx` (its `.repaired.onnx` copies left
+    out), none over `max_mib`: (models, how many were found and used)."""
+    corpus, over, found = [], 0, 0
+    if folder.is_dir():
+        for path in sorted(folder.glob("*/*.onnx")):
+            if not path.is_file() or path.is_symlink() or path.name.endswith(".repaired.onnx"):
+                continue
+            found += 1
+            mib = model_mib(path, max_mib)
+            if mib > max_mib:
+                over += 1
+                continue
+            model, converter = path.parent.name, path.stem
+            corpus.append(CorpusModel(f"converted:{model}/{converter}", "converted", path, model, converter,
+                                      "converted from float32 by benchmarks/converters.py", mib))
+    description = {
+        "folder": os.path.relpath(folder, paths.ROOT) if folder.is_relative_to(paths.ROOT) else str(folder),
+        "found": found, "used": len(corpus), "left_out_over_max_mib": over, "max_mib": max_mib,
+        "hint": None if corpus else "no conversions under .cache/converters/converted: run `make converters` "
+                                    "(benchmarks/converters.py), which leaves them there",
+    }  # fmt: skip
     return corpus, description
 
 
@@ -601,6 +630,7 @@ class Options:
     max_mib: float = 64.0
     timeout: float = 60.0
     work: Path = SWEEP_WORK
+    converted: Path | None = CONVERTED  # None: no converted models
     cache: Path = CACHE
     tools: list[str] = field(default_factory=lambda: list(TOOLS))
 
@@ -616,7 +646,7 @@ def judge_and_run(corpus: Sequence[CorpusModel], options: Options, measured: Seq
         for number, model in enumerate(corpus, 1):
             base = {"id": model.id, "part": model.part, "source": model.source, "kind": model.kind,
                     "detail": model.detail, "mib": model.mib}
-            if model.part == "exports":
+            if model.part in ("exports", "converted"):
                 base["sha256"] = sha256(model.path)
             verdict = workers["judge"].ask(model.path, options.timeout)
             if verdict.get("error") and not verdict.get("timeout"):
@@ -659,21 +689,26 @@ def table(tools: dict[str, dict[str, Any]]) -> str:
 
 
 def run(options: Options, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Build the corpus, judge it, run every tool on it and score them: the record."""
+    """Build the corpus, judge it, run every tool on it and score them: the record (with the run it came from)."""
     import onnx
 
+    provenance = environment.this_run()
     available = tool_availability()
     measured = [t for t in options.tools if available[t] is None]
     conformance, conformance_description = build_conformance(options.cache / "conformance" / onnx.__version__,
                                                              options.mutants)
     exports, exports_description = find_exports(options.work, options.per_source, options.max_mib)
+    converted, converted_description = (find_converted(options.converted, options.max_mib)
+                                        if options.converted is not None else ([], {"skipped": "--no-converted"}))
     progress(f"corpus: {conformance_description['mutants']} mutants of "
              f"{conformance_description['models_mutated']} conformance models, with them; "
-             f"exports found {exports_description['found'] or 'none'}, used {len(exports)}")
-    if exports_description["hint"]:
-        progress(exports_description["hint"])
+             f"exports found {exports_description['found'] or 'none'}, used {len(exports)}; "
+             f"conversions used {len(converted)}")
+    for description in (exports_description, converted_description):
+        if description.get("hint"):
+            progress(description["hint"])
     started = time.perf_counter()
-    rows, left_out = judge_and_run([*conformance, *exports], options, measured, progress)
+    rows, left_out = judge_and_run([*conformance, *exports, *converted], options, measured, progress)
     elapsed = round(time.perf_counter() - started, 1)
     startup = (polygraphy_startup(options.cache / "polygraphy", options.timeout)
                if "polygraphy" in measured else None)
@@ -693,15 +728,17 @@ def run(options: Options, progress: Callable[[str], None] = print) -> dict[str, 
     verdicts = {part: dict(sorted(Counter(r["verdict"] for r in rows if r["part"] == part).items()))
                 for part in PARTS}
     return {
+        "run": provenance,
         "environment": {**environment.describe(), "cpu_count": os.cpu_count(), "peers": versions()},
         "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "judge": "ONNX Runtime session creation, CPUExecutionProvider, graph optimisations off "
                  "(where223.graph.ort.judge(path, probe=True)), in a worker process with the time limit",
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()
-                    if k not in ("work", "cache")},
+                    if k not in ("work", "cache", "converted")},
         "corpus": {
             "conformance": conformance_description,
             "exports": exports_description,
+            "converted": converted_description,
             "judged": len(rows),
             "left_out": left_out,
             "verdicts": verdicts,
@@ -735,6 +772,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=defaults.timeout,
                         help=f"seconds per tool and model (default {defaults.timeout:g})")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated, of {', '.join(TOOLS)}")
+    parser.add_argument("--no-converted", action="store_true",
+                        help="leave out the converters benchmark's conversions (.cache/converters/converted)")
     parser.add_argument("--out", type=Path, default=RECORD, help="the record to write")
     parser.add_argument("--worker", choices=WORKER_TOOLS, help=argparse.SUPPRESS)
     parser.add_argument("--kernel-cache", type=Path, default=CACHE / "kernels", help=argparse.SUPPRESS)
@@ -746,7 +785,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--tools: unknown {unknown}; choose among {', '.join(TOOLS)}")
     if args.mutants < 0 or args.per_source < 0 or args.timeout <= 0:
         parser.error("--mutants and --per-source take 0 or more, --timeout more than 0")
-    options = Options(args.mutants, args.per_source, args.max_mib, args.timeout, tools=tools)
+    options = Options(args.mutants, args.per_source, args.max_mib, args.timeout, tools=tools,
+                      converted=None if args.no_converted else CONVERTED)
     record = run(options)
     print(table(record["tools"]))
     args.out.parent.mkdir(parents=True, exist_ok=True)

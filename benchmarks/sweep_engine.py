@@ -1,34 +1,44 @@
-"""The sweep engine against itself and against the drivers it replaced: the same 20 cells, in one run.
+"""Warm workers against cold ones: the same cells of the class space, side by side, in one run.
 
-The cells: every seventh model type of `spaces/model_types-4.25.1.txt` (20 of 143) on the project stack, as the
-architecture sweep runs them (CPU bf16 autocast, TorchScript, opset 17, training mode). Each configuration runs
-them from nothing into a scratch outputs tree, one configuration after the other:
+The cells: CELL_COUNT cells of `spaces/classes-today.yaml`, evenly spaced in its order (each a different model
+type, across the three recipes and both exporters), on today's stack (torch 2.14.1, transformers 5.24.0), as the
+class sweep runs them. Each configuration runs them from nothing into a scratch outputs tree through the sweep
+driver (`where223.sweep.driver.run`: a LocalCluster of single-threaded workers; cluster start, stack check and
+publishing included), one configuration after the other, warm and cold interleaved (cold-1, warm-1, warm-2,
+cold-2) so that the load of whatever else runs on the machine drifts over both alike; the load average is
+recorded around each (`--wait-load` waits, up to `--wait-max` minutes, for a quieter machine before starting):
 
-- `engine-1`, `engine-2`: `where223 sweep --workers 1` and `--workers 2` (a LocalCluster of single-threaded
-  workers), wall time from the command's start to its exit (cluster start, stack check and summary included);
-- `old-1`, `old-2`: `where223 architectures` of the commit before the engine (`--base`, a git worktree), once
-  alone and once as the two shards `make -j2 architectures` ran side by side; its cells were not pinned to one
-  thread, so each used every core.
+- `cold-N`: each cell in a new interpreter of the stack (`engine="cold"`), on N workers;
+- `warm-N`: each cell forked from its worker's warm server for the stack (`engine="warm"`), on N workers; the
+  servers' start (their imports) is in the wall time.
 
 Per configuration the record has the wall time, cells per minute, the sum of the cells' own times (each record's
-`wall_s`: the cell's subprocess, start to exit) and the engine's overhead per cell: workers x wall time minus the
-sum of cell times, divided by cells (with one worker, wall time minus the sum of cell times over cells: what
-scheduling, stack preparation and publishing cost per cell). The speed-up at 2 workers is engine-1's wall time
-over engine-2's (target: at least 1.7x on 2 cores; the record says whether it was met and, if not, where the
-time went). Nothing here is judged by a test; the record goes to outputs/benchmarks/sweep_engine.json.
+`wall_s`: the cell's process, start to exit), the engine's overhead per cell (workers x wall time minus the sum of
+cell times, over cells: the cluster, scheduling, the warm servers' start, publishing), the cells' own overhead
+(the median of each record's `engine.overhead_s`: its wall time less its timed stages, i.e. the interpreter's
+start and imports, or the fork), the median of their build stages (where transformers imports the model type's
+own module, warm or cold) and their outcomes. `warm_over_cold`: cold's wall time over warm's at each number of
+workers (target: at least TARGET_WARM times), and whether every cell's outcome is the same warm and cold.
+`preload`: what a warm server of the stack imports, in what time, how many threads it has then (one: forking it
+is safe) and how many torch operations ran while it imported (counted by a dispatch mode: none should). The
+speed-up at 2 workers is warm-1's wall time over warm-2's (target 1.7x, with where the time went); `class_space`
+scales each configuration's seconds per cell to the whole space. Nothing here is judged by a test; the record goes
+to outputs/benchmarks/sweep_engine.json with the run it came from (`run`: commit, machine, start). `--only`
+measures some configurations: the record then holds those alone (and the ratios between them), nothing kept from
+an earlier run.
 
-    .venv/bin/python benchmarks/sweep_engine.py [--base 0a088fe] [--only engine-1,engine-2]
+    .venv/bin/python benchmarks/sweep_engine.py [--only cold-1,warm-1] [--wait-load 3 --wait-max 30]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
-import shutil
+import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -38,118 +48,179 @@ from typing import Any
 from where223.pipeline import environment, paths, publish
 
 RECORD: Path = paths.OUTPUTS / "benchmarks" / "sweep_engine.json"
-BASE = "0a088fe"  # the last commit with the old drivers
-EVERY = 7
+SPACE: Path = paths.ROOT / "spaces" / "classes-today.yaml"
+CELL_COUNT = 20
 TARGET_SPEEDUP = 1.7
-CONFIGURATIONS = ("engine-1", "engine-2", "old-1", "old-2")
+TARGET_WARM = 1.5
+CONFIGURATIONS = ("cold-1", "warm-1", "warm-2", "cold-2")  # the order they run in
+PROJECTED_WORKERS = (2, 8, 32)
+
+# Run in the stack's interpreter with the cells' environment: what a warm server imports, under a dispatch mode
+# that counts every torch operation (torch itself is imported first, to have the mode).
+PROBE = """
+import json, sys, time
+start = time.perf_counter()
+import torch
+torch_s = time.perf_counter() - start
+from torch.utils._python_dispatch import TorchDispatchMode
+from where223.sweep import warm
+
+class Count(TorchDispatchMode):
+    ops = []
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        Count.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+with Count():
+    imported, missing = warm.preload(sys.argv[1].split(","))
+print(json.dumps({"torch_import_s": round(torch_s, 2), "imported": imported, "missing": missing,
+                  "threads": warm.thread_count(), "torch_ops": len(Count.ops), "first_ops": Count.ops[:5]}))
+"""
 
 
-def model_types() -> list[str]:
-    """The benchmark's 20 model types: every seventh of the committed list."""
-    listed = (paths.ROOT / "spaces" / "model_types-4.25.1.txt").read_text().splitlines()
-    return [name for name in listed if name and not name.startswith("#")][::EVERY][:20]
+def chosen_cells(space: Any) -> list[Any]:
+    """CELL_COUNT cells evenly spaced in the space's order."""
+    step = max(1, len(space.cells) // CELL_COUNT)
+    return list(space.cells[::step][:CELL_COUNT])
 
 
-def _records(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json")) if p.name != "summary.json"]
+def cell_name(cell: Any) -> str:
+    return f"{cell.model} {cell.recipe} {cell.exporter}"
 
 
-def run_engine(workers: int, types: Sequence[str], scratch: Path) -> tuple[float, list[dict[str, Any]]]:
-    outputs = scratch / f"engine-{workers}"
+def run_configuration(space: Any, engine: str, workers: int, scratch: Path) -> tuple[float, list[dict[str, Any]]]:
+    """The space's cells through the sweep driver by `engine` on `workers` workers: (wall time, their records)."""
+    from where223.sweep import driver
+
+    outputs = scratch / f"{engine}-{workers}"
     outputs.mkdir(parents=True)
-    command = [sys.executable, "-m", "where223", "sweep", "--space", "spaces/architectures.yaml", "--stack", "project",
-               "--model", ",".join(types), "--force", "--workers", str(workers),
-               "--output-root", str(outputs)]  # fmt: skip
     start = time.monotonic()
-    subprocess.run(command, cwd=paths.ROOT, check=True, capture_output=True, text=True)
-    return time.monotonic() - start, _records(outputs / "architectures" / "4.25.1")
+    with open(os.devnull, "w") as quiet:
+        driver.run(space, workers=workers, force=True, output_root=outputs, engine=engine, stream=quiet)
+    wall_s = time.monotonic() - start
+    rows = []
+    for cell in space.cells:
+        record = json.loads(space.record_path(cell, outputs).read_text())
+        rows.append({**record, "cell": cell_name(cell)})
+    return wall_s, rows
 
 
-def run_old(shards: int, types: Sequence[str], base: Path) -> tuple[float, list[dict[str, Any]]]:
-    env = {**os.environ, "PYTHONPATH": str(base / "src"), "WHERE223_ROOT": str(base)}
-    out = base / "outputs" / "architectures" / "4.25.1"
-    shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "where223", "architectures", "--release", "4.25.1", "--model-type",
-               ",".join(types), "--force", "--timeout", "120"]  # fmt: skip
-    start = time.monotonic()
-    processes = [
-        subprocess.Popen(
-            [*command, "--shard", f"{index}/{shards}"],
-            cwd=base,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        for index in range(shards)
-    ]
-    if any(process.wait() != 0 for process in processes):
-        raise RuntimeError(f"the old driver at {base} failed")
-    return time.monotonic() - start, _records(out)
+def _median(values: Sequence[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
 
 
 def measure(name: str, wall_s: float, rows: list[dict[str, Any]], workers: int) -> dict[str, Any]:
+    """A configuration's rate, overheads and outcomes."""
     cell_s = sum(r.get("wall_s") or 0 for r in rows)
+    engines = [r.get("engine") or {} for r in rows]
+    builds = [sum(v for k, v in (r.get("timings_s") or {}).items() if k.startswith("build-")) for r in rows
+              if r.get("timings_s")]  # fmt: skip
     return {
+        "engine": name.split("-")[0],
         "workers": workers,
         "cells": len(rows),
         "wall_s": round(wall_s, 1),
         "cells_per_minute": round(len(rows) / (wall_s / 60), 2),
         "cell_seconds_sum": round(cell_s, 1),
         "overhead_per_cell_s": round((workers * wall_s - cell_s) / len(rows), 2),
-        "outcomes": {r["model_type"]: str(r["outcome"]) for r in rows},
+        "median_cell_overhead_s": _median([e["overhead_s"] for e in engines if e.get("overhead_s") is not None]),
+        "median_build_s": _median(builds),
+        "server_starts_s": [e["server_start_s"] for e in engines if e.get("server_start_s")],
+        "ran_by": sorted({str(e.get("kind")) for e in engines}),
+        "outcomes": {r.get("cell") or r.get("model_type"): str(r["outcome"]) for r in rows},
     }
+
+
+def wait_for_load(below: float | None, most_min: float) -> dict[str, Any]:
+    """Wait (polling every 30 s, at most `most_min` minutes) for the 1-minute load average to fall below `below`."""
+    start = time.monotonic()
+    while below is not None and os.getloadavg()[0] >= below and time.monotonic() - start < most_min * 60:
+        print(f"load {os.getloadavg()[0]:.1f}: waiting for it to fall below {below}", flush=True)
+        time.sleep(30)
+    return {"wanted_below": below, "waited_s": round(time.monotonic() - start),
+            "load_average_at_start": [round(v, 2) for v in os.getloadavg()]}  # fmt: skip
+
+
+def probe_preload(space: Any) -> dict[str, Any]:
+    """What a warm server of the space's stack imports (warm.PRELOAD and the runner), in the stack's interpreter."""
+    from where223.sweep import stacks, warm, worker
+
+    stack = space.stacks[space.cells[0].stack]
+    prepared = stacks.prepare(stack)
+    env = worker.cell_environment(paths.ROOT / "src", prepared.path, 1)
+    modules = [*warm.PRELOAD, *([space.runner] if space.runner else [])]
+    done = subprocess.run([str(prepared.python), "-c", PROBE, ",".join(modules)], env=env, cwd=tempfile.gettempdir(),
+                          capture_output=True, text=True, check=True, timeout=900)  # fmt: skip
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found["import_s"] = round(found["torch_import_s"] + sum(found["imported"].values()), 2)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from where223.sweep.space import load_space
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", default=BASE, help="the commit of the old drivers (default %(default)s)")
     parser.add_argument("--only", help="comma-separated configurations (default: all four)")
+    parser.add_argument("--wait-load", type=float, help="wait for the 1-minute load average to fall below this")
+    parser.add_argument("--wait-max", type=float, default=30.0, help="minutes to wait for it at most (default 30)")
     parser.add_argument("--out", type=Path, default=RECORD)
     args = parser.parse_args(argv)
-    chosen = args.only.split(",") if args.only else list(CONFIGURATIONS)
-    types = model_types()
+    chosen = [name for name in CONFIGURATIONS if not args.only or name in args.only.split(",")]
+    full = load_space(SPACE)
+    space = dataclasses.replace(full, cells=chosen_cells(full))
+    load_wait = wait_for_load(args.wait_load, args.wait_max)
+    run = environment.this_run()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="where223-sweep-bench-") as folder:
-        scratch = Path(folder)
-        base = scratch / "base"
-        if any(name.startswith("old") for name in chosen):
-            subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=paths.ROOT, check=True,
-                           capture_output=True)  # fmt: skip
-        try:
-            for name in chosen:
-                kind, workers = name.split("-")
-                runner = run_engine if kind == "engine" else run_old
-                wall_s, rows = runner(int(workers), types, scratch if kind == "engine" else base)
-                results[name] = measure(name, wall_s, rows, int(workers))
-                print(f"{name}: {results[name]['wall_s']} s, {results[name]['cells_per_minute']} cells/min, "
-                      f"overhead {results[name]['overhead_per_cell_s']} s per cell", flush=True)  # fmt: skip
-        finally:
-            if base.exists():
-                subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=paths.ROOT, check=False)
+        for name in chosen:
+            engine, workers = name.split("-")
+            before = [round(v, 2) for v in os.getloadavg()]
+            wall_s, rows = run_configuration(space, engine, int(workers), Path(folder))
+            results[name] = {**measure(name, wall_s, rows, int(workers)), "load_average_before": before,
+                             "load_average_after": [round(v, 2) for v in os.getloadavg()]}  # fmt: skip
+            print(f"{name}: {results[name]['wall_s']} s, {results[name]['cells_per_minute']} cells/min, cells' own "
+                  f"overhead {results[name]['median_cell_overhead_s']} s (median), load {before[0]}",
+                  flush=True)  # fmt: skip
     record: dict[str, Any] = {
+        "run": run,
         "description": __doc__.split("\n\n")[0],
-        "model_types": types,
-        "base": args.base,
+        "space": SPACE.relative_to(paths.ROOT).as_posix(),
+        "cells": [cell_name(cell) for cell in space.cells],
+        "load_wait": load_wait,
         "configurations": results,
+        "preload": probe_preload(space),
         "environment": {**environment.describe(), "cpu_count": os.cpu_count()},
         "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    if "engine-1" in results and "engine-2" in results:
-        record.update(judge_speedup(results["engine-1"], results["engine-2"]))
+    record.update(judge_warm(results))
+    if "warm-1" in results and "warm-2" in results:
+        record.update(judge_speedup(results["warm-1"], results["warm-2"]))
         print(f"speed-up at 2 workers: {record['speedup_2_workers']}x (target {TARGET_SPEEDUP}x)", flush=True)
-        record["projections"] = projections(results["engine-2"])
+    record["class_space"] = class_space(results, len(full.cells))
     record["committed_rebuild"] = committed_rebuild()
-    for old, new in (("old-1", "engine-1"), ("old-2", "engine-2")):
-        if old in results and new in results:
-            record[f"{new}_over_{old}"] = round(results[old]["wall_s"] / results[new]["wall_s"], 2)
-            same = results[old]["outcomes"] == results[new]["outcomes"]
-            record[f"{new}_outcomes_as_{old}"] = same
     publish.write_record(args.out, record, args.out.parent.parent)
     return 0
 
 
+def judge_warm(results: dict[str, Any]) -> dict[str, Any]:
+    """Cold's wall time over warm's at each number of workers measured both ways, against TARGET_WARM, and whether
+    the outcomes agree cell by cell."""
+    ratios, agree = {}, {}
+    for workers in ("1", "2"):
+        cold, warm = results.get(f"cold-{workers}"), results.get(f"warm-{workers}")
+        if cold and warm:
+            ratios[workers] = round(cold["wall_s"] / warm["wall_s"], 2)
+            agree[workers] = cold["outcomes"] == warm["outcomes"]
+            print(f"warm over cold at {workers} worker(s): {ratios[workers]}x (target {TARGET_WARM}x)", flush=True)
+    if not ratios:
+        return {}
+    return {"warm_over_cold": {"workers": ratios, "target": TARGET_WARM,
+                               "target_met": all(r >= TARGET_WARM for r in ratios.values()),
+                               "outcomes_agree": agree}}  # fmt: skip
+
+
 def judge_speedup(one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
-    """engine-1's wall time over engine-2's, against the target, with where the time went."""
+    """One worker's wall time over two workers', against the target, with where the time went."""
     speedup = one["wall_s"] / two["wall_s"]
     return {
         "speedup_2_workers": round(speedup, 2),
@@ -159,34 +230,19 @@ def judge_speedup(one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# The spaces the next issues sweep, by their text: today's stack with every model type of its mappings (at least as
-# many as 4.25.1's 143), 3 recipes and 2 exporters; the 2022 stack rerun in eval mode with the 3 recipes and the
-# TorchScript exporter; the emulated CUDA fp16 recipe over every refusal class on both stacks (not sized: it
-# depends on the classes found).
-NEXT_SPACES: dict[str, int] = {"today_stack": 143 * 3 * 2, "stack_2022_eval": 143 * 3}
-
-
-def projection(two: dict[str, Any], mean_cell_s: float, cells: int, workers: Sequence[int]) -> dict[str, Any]:
-    """Minutes for `cells` cells on each number of workers: cells x (mean cell time + engine-2's overhead per
-    cell) / workers. An extrapolation: it assumes the per-worker rate holds as workers are added."""
-    per_cell = mean_cell_s + two["overhead_per_cell_s"]
-    return {
-        "cells": cells,
-        "seconds_per_cell": round(per_cell, 2),
-        "minutes": {str(n): round(cells * per_cell / n / 60, 1) for n in workers},
-    }
-
-
-def projections(two: dict[str, Any]) -> dict[str, Any]:
-    """The committed spaces and the next issues' spaces, from the committed architecture records' mean cell time."""
-    rows = _records(paths.OUTPUTS / "architectures" / "4.25.1") + _records(paths.OUTPUTS / "architectures" / "4.26.0")
-    mean_cell_s = sum(r.get("wall_s") or 0 for r in rows) / len(rows)
-    spaces = {"committed_spaces": 144 + 286, **NEXT_SPACES, "next_issues": sum(NEXT_SPACES.values())}
-    return {
-        "mean_cell_s": round(mean_cell_s, 2),
-        "mean_cell_from": f"the {len(rows)} committed architecture records",
-        "spaces": {name: projection(two, mean_cell_s, cells, (2, 8, 32)) for name, cells in spaces.items()},
-    }
+def class_space(results: dict[str, Any], cells: int) -> dict[str, Any]:
+    """Each configuration's seconds per cell per worker (workers x wall time over cells) scaled to the class space's
+    `cells`: worker-hours, and hours on PROJECTED_WORKERS workers. An extrapolation: it assumes the per-worker rate
+    holds as workers are added (measured up to 2)."""
+    found: dict[str, Any] = {"cells": cells}
+    for name, measured in results.items():
+        per_cell = measured["workers"] * measured["wall_s"] / measured["cells"]
+        found[name] = {
+            "seconds_per_cell": round(per_cell, 2),
+            "worker_hours": round(cells * per_cell / 3600, 1),
+            "hours": {str(n): round(cells * per_cell / n / 3600, 1) for n in PROJECTED_WORKERS},
+        }
+    return found
 
 
 def committed_rebuild() -> dict[str, Any]:

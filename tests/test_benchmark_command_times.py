@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import benchmark_records
+from where223.pipeline import environment
 from where223.pipeline.paths import ROOT
 
 
@@ -26,15 +28,32 @@ def test_the_pytest_summary_is_the_last_one(bench):
     assert bench.pytest_summary("=== warnings summary ===\nall good\n") is None  # control: no test summary
 
 
-def test_a_failing_command_is_recorded_with_its_status_and_others_are_kept(bench, tmp_path: Path):
+def test_a_failing_command_is_recorded_with_its_status_and_others_are_kept_with_their_own_runs(bench, tmp_path: Path):
     out = tmp_path / "outputs" / "benchmarks" / "command_times.json"
     out.parent.mkdir(parents=True)
-    out.write_text(json.dumps({"commands": {"make run": {"seconds": 1.0}}}))
+    earlier = {**environment.this_run(), "started_at": "2026-12-01T10:00:00+00:00"}
+    kept = {"run": earlier, "seconds": 1.0, "runs": [{"seconds": 1.0, "recorded_at": "2026-12-01T10:00:01+00:00"}]}
+    out.write_text(json.dumps({"commands": {"make run": kept}}))
     assert bench.main(["echo '=== 1 passed in 0.1s ==='; exit 3", "--checkout", str(tmp_path), "--out", str(out)]) == 1
     record = json.loads(out.read_text())
     run = record["commands"]["echo '=== 1 passed in 0.1s ==='; exit 3"]
     assert run["returncode"] == 3 and run["pytest_summary"] == "1 passed in 0.1s" and run["seconds"] >= 0
-    assert record["commands"]["make run"] == {"seconds": 1.0} and record["environment"]["cpu_count"]
+    assert record["commands"]["make run"] == kept and record["environment"]["cpu_count"]
+    # each part carries the run it came from: the new command this run's, the kept one its own earlier run
+    assert run["run"] == record["run"] != earlier and benchmark_records.problems(record) == []
+
+
+def test_a_kept_command_without_a_run_is_refused_before_anything_runs(bench, tmp_path: Path):
+    out = tmp_path / "command_times.json"
+    marker = tmp_path / "ran"
+    out.write_text(json.dumps({"commands": {"true": {"seconds": 1.0, "runs": []}}}))
+    with pytest.raises(SystemExit, match="true carry no run to be kept with"):
+        bench.main([f"touch {marker}", "--checkout", str(tmp_path), "--out", str(out)])
+    assert not marker.exists()
+    # the control: timing that command again replaces the entry, whatever it held
+    assert bench.main(["true", "--checkout", str(tmp_path), "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["commands"]["true"]["run"] == record["run"] and benchmark_records.problems(record) == []
 
 
 def test_repeated_runs_are_all_recorded_and_the_median_is_quoted(bench, tmp_path: Path):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import benchmark_records
+from where223.pipeline import records
 from where223.pipeline.paths import ROOT
 
 
@@ -102,3 +104,12 @@ def test_scratch_copy_holds_tracked_and_unignored_files_only(bench, tmp_path: Pa
     copied = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file() and ".git/" not in str(p))
     assert copied == [".gitignore", "src/new.py", "src/tracked.py"]
     assert (copy / ".git").is_dir()
+
+
+def test_the_record_is_one_run_and_what_it_skipped_is_left_out_not_kept(bench, tmp_path: Path) -> None:
+    out = tmp_path / "environments.json"
+    out.write_text('{"setup": {"runs": []}, "recorded_at": "2026-11-30T15:20:06+00:00"}')  # an earlier record
+    assert bench.main(["--skip-setup", "--skip-matrix", "--skip-lint", "--out", str(out)]) == 0
+    record = records.read_json(out)
+    assert "setup" not in record and record["run"]["started_at"] <= record["recorded_at"]
+    assert benchmark_records.problems(record) == []

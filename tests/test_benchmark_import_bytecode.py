@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import benchmark_records
+from where223.pipeline import records
 from where223.pipeline.paths import ROOT
 
 
@@ -56,3 +58,12 @@ def test_the_record_holds_both_arms_their_runs_and_the_ratio(bench, tmp_path):
     assert set(result["runs_s"]) == {"with_bytecode", "without"} and all(len(v) == 2 for v in result["runs_s"].values())
     medians = result["median_s"]
     assert result["ratio_without_to_with"] == round(medians["without"] / medians["with_bytecode"], 2)
+
+
+def test_the_written_record_carries_its_run(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "measure", lambda repeat: {"probe": {"median_s": {"with_bytecode": 1.0, "without": 2.0},
+                                                                    "ratio_without_to_with": 2.0}})
+    out = tmp_path / "outputs" / "benchmarks" / "import_bytecode.json"
+    assert bench.main(["--repeat", "1", "--out", str(out)]) == 0
+    record = records.read_json(out)
+    assert set(record["run"]) == {"commit", "machine", "started_at"} and benchmark_records.problems(record) == []

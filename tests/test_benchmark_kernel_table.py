@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 
+from tests import benchmark_records
 from where223.graph.kernels import KernelEntry, KernelStatus
+from where223.pipeline import records
 from where223.pipeline.paths import ROOT
 
 
@@ -50,3 +53,14 @@ def test_a_restricted_build_is_what_onnx_runtime_says(bench):
     (table,) = bench.measure_tables([17], 1, ops=["MatMul"]).values()
     assert table["entries"] == 4 and len(table["runs_s"]) == 1
     assert table["missing"]["bfloat16"] == ["MatMul(13)"] and table["by_type"]["float"] == {"available": 1}
+
+
+def test_the_written_record_carries_its_run_for_every_interpreter_measured(bench, tmp_path):
+    measured = {"onnxruntime": "9.9.9", "import_s": 0.1, "tables": {}, "lint": {}}
+    python = tmp_path / "python"  # an interpreter that answers `--here` with its measurement
+    python.write_text(f"#!/bin/sh\necho '{json.dumps(measured)}'\n")
+    python.chmod(0o755)
+    out = tmp_path / "kernel_table.json"
+    assert bench.main(["--python", str(python), "--out", str(out)]) == 0
+    record = records.read_json(out)
+    assert list(record["runtimes"]) == ["9.9.9"] and benchmark_records.problems(record) == []

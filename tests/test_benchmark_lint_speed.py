@@ -11,9 +11,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests import benchmark_records
+from where223.graph import lint as lint_module
 from where223.graph.lint import FindingKind, lint_model
 from where223.graph.ort import OrtVerdict, judge_message, parse_type_binding
-from where223.pipeline import records
+from where223.pipeline import environment, records
 from where223.pipeline.paths import OUTPUTS, ROOT
 
 
@@ -42,6 +44,26 @@ def test_measure_records_both_tools_on_a_model_with_external_weights(bench, tmp_
     assert record["lint_result"] == {"nodes_checked": 1, "violations": 0, "unchecked": 0, "untyped_values": 0}
     assert len(record["lint_s"]["runs"]) == len(record["checker_s"]["runs"]) == 2
     assert record["lint_s"]["min"] <= record["lint_s"]["median"] and record["model"]["weights_mib"] == 0
+    # lint's phases come from the same two timed calls as its total: a median each, every round kept
+    phases = record["lint_phases_s"]
+    assert phases["explains"] == "lint_s" and list(phases["median"]) == list(bench.LINT_PHASES)
+    assert all(len(runs) == 2 for runs in phases["runs"].values())
+    assert benchmark_records.phase_problems(record, "lint_phases_s", "") == []
+
+
+def test_the_phases_are_timed_inside_the_lint_calls_that_make_the_total(bench, tmp_path):
+    path = tmp_path / "g.onnx"
+    bench.write_large_graph(path, 150, violation_at=None)
+    originals = {name: getattr(lint_module, name) for names in bench.LINT_PHASES.values() for name in names}
+    clock = bench.PhaseClock(path)
+    times = bench.timed(clock, 3)
+    assert all(getattr(lint_module, name) is function for name, function in originals.items())  # put back
+    assert len(clock.rounds) == 3 and all(r["load"] > 0 and r["types"] > 0 and r["constraint_check"] > 0
+                                          for r in clock.rounds)
+    assert all(sum(r.values()) <= total for r, total in zip(clock.rounds, times, strict=True))
+    # the control: a lint_model call outside the clock adds no round
+    lint_model(path)
+    assert len(clock.rounds) == 3
 
 
 def test_notes_quote_the_committed_lint_speed_record(bench):
@@ -120,6 +142,24 @@ def test_the_graph_section_carries_every_verdict_every_sample_and_the_environmen
     assert {"onnx", "onnxruntime", "protobuf", "protobuf_backend", "cpu_count"} <= set(environment)
     assert environment["onnx"] == onnx.__version__ and environment["cpu_count"] >= 1
     assert set(section["load_average_1m"]) == {"before", "after"}  # how shared the machine was
+    # one run: the section carries it, and its phases explain lint's total from the same rounds
+    assert set(section["run"]) == {"commit", "machine", "started_at"}
+    assert all(len(v["lint_phases_s"]["runs"]["types"]) == 2 for v in variants.values())
+    assert benchmark_records.problems(section) == []
+
+
+def test_a_partial_run_keeps_the_other_part_with_its_own_run_and_refuses_one_without(bench):
+    earlier = {**environment.this_run(), "started_at": "2026-12-01T10:00:00+00:00"}
+    record = {"run": earlier, "lint_s": {"median": 0.5}, bench.GRAPH_KEY: {"run": earlier, "nodes": 1}}
+    assert bench.kept_part(record, "124m") == {bench.GRAPH_KEY: record[bench.GRAPH_KEY]}
+    assert bench.kept_part(record, "100k") == {"run": earlier, "lint_s": {"median": 0.5}}
+    assert bench.kept_part(record, "all") == {} and bench.kept_part({}, "124m") == {}
+    # the record as it was before parts carried their runs: keeping either part would mix two runs
+    unproven = {"lint_s": {"median": 0.5}, bench.GRAPH_KEY: {"nodes": 1}}
+    with pytest.raises(SystemExit, match="the graph_100k part of the record has no run"):
+        bench.kept_part(unproven, "124m")
+    with pytest.raises(SystemExit, match="the 124M part of the record has no run"):
+        bench.kept_part(unproven, "100k")
 
 
 def test_notes_quote_the_committed_100k_section(bench):

@@ -12,6 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests import benchmark_records
 from where223.pipeline.paths import ROOT
 
 
@@ -255,3 +256,47 @@ def test_the_peers_lock_keeps_the_graph_locks_pins_and_adds_the_peers():
     assert {name: peers[name] for name in set(graph) & set(peers)} == {
         name: graph[name] for name in set(graph) & set(peers)}
     assert "torch" not in peers and "onnx" in graph  # the control: the graph lock's onnx is among those compared
+
+
+def test_the_record_carries_the_run_it_came_from(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "tool_availability", lambda: dict.fromkeys(bench.TOOLS))
+    monkeypatch.setattr(bench, "build_conformance", lambda folder, mutants: ([], {"mutants": 0, "models_mutated": 0}))
+    monkeypatch.setattr(bench, "find_exports", lambda work, per_source, max_mib: ([], {"found": {}, "hint": None}))
+    monkeypatch.setattr(bench, "judge_and_run", lambda models, options, measured, progress: ([], []))
+    options = bench.Options(0, 0, 1.0, 1.0, tools=["lint"], work=tmp_path, cache=tmp_path,
+                            converted=tmp_path / "converted")
+    record = bench.run(options, progress=lambda line: None)
+    assert record["recorded_at"] >= record["run"]["started_at"] and benchmark_records.problems(record) == []
+
+
+def test_the_converters_benchmarks_conversions_join_the_corpus_and_no_converted_leaves_them_out(bench, tmp_path,
+                                                                                                monkeypatch):
+    """Issue 39.5: `.cache/converters/converted/<model>/<converter>.onnx` are judged and linted like the rest (their
+    repaired copies and records left out, one over --max-mib left out and counted); the controls: an empty folder
+    says how to fill it, and `--no-converted` (converted=None) gives none."""
+    folder = tmp_path / "converted"
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2])])
+    for name in ("pkg_a/occ.onnx", "pkg_a/occ.repaired.onnx", "pkg_b/ort_float16.onnx"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(folder / name))
+    (folder / "pkg_a" / "occ.json").write_text("{}")
+    (folder / "pkg_b" / "big.onnx").write_bytes(b"\0" * 2**20)
+    models, described = bench.find_converted(folder, max_mib=0.5)
+    assert [(m.id, m.part, m.source, m.kind) for m in models] == [
+        ("converted:pkg_a/occ", "converted", "pkg_a", "occ"),
+        ("converted:pkg_b/ort_float16", "converted", "pkg_b", "ort_float16")]
+    assert (described["found"], described["used"], described["left_out_over_max_mib"]) == (3, 2, 1)
+    assert described["hint"] is None and bench.find_converted(tmp_path / "none", 0.5)[1]["hint"].startswith("no conv")
+    monkeypatch.setattr(bench, "tool_availability", lambda: dict.fromkeys(bench.TOOLS))
+    monkeypatch.setattr(bench, "build_conformance", lambda folder, mutants: ([], {"mutants": 0, "models_mutated": 0}))
+    monkeypatch.setattr(bench, "find_exports", lambda work, per_source, max_mib: ([], {"found": {}, "hint": None}))
+    given = []
+    monkeypatch.setattr(bench, "judge_and_run",
+                        lambda models, options, measured, progress: (given.append([m.id for m in models]), ([], []))[1])
+    for converted in (folder, None):
+        options = bench.Options(0, 0, 0.5, 1.0, tools=["lint"], work=tmp_path, cache=tmp_path, converted=converted)
+        record = bench.run(options, progress=lambda line: None)
+    assert given == [["converted:pkg_a/occ", "converted:pkg_b/ort_float16"], []]
+    assert record["corpus"]["converted"] == {"skipped": "--no-converted"} and "converted" in bench.PARTS

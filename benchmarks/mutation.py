@@ -1,0 +1,660 @@
+"""Mutation testing of the judges (`make mutation`): is each judge's code held by a test that fails when it changes?
+
+Cosmic Ray (requirements.in) makes the Python mutants and applies each to its file, one at a time, in a private
+copy of this checkout (a `git clone` of HEAD with the working tree's changes laid over it, under
+.cache/mutation/tree-N): its operators replace an arithmetic or comparison operator, a number, True/False, and/or,
+break/continue, an exception type, a decorator, add a `not` to a condition or make a loop run zero times. Its
+operators are thinned to the selective set below (`wanted`: one replacement per arithmetic operator, the negation and
+the two boundaries of each comparison); mutants inside annotations are not made (`from __future__ import
+annotations`: never evaluated). Our own mutator adds what Cosmic Ray does not mutate: each operand of an `and` or
+`or` dropped (a check removed from a condition, as blame's root test was), and data: each entry dropped from a
+module-level collection literal (a tuple, list, set or dict of constants: an op's policy, a refusal's wording),
+a module-level `re.compile` pattern made to match nothing, and in the autocast lists (`autocast_lists/*.json`)
+every op moved to another policy, dropped, or given another line (`json_mutants`).
+
+Each mutant runs the tests that exercise its module (TARGETS: seconds, not the suite) with `pytest -x` in .venv;
+a mutant those leave alive runs the module's graph tests again in .venv-graph (onnx 1.23): a kill in either
+environment counts, and one made only there is counted apart. A test run past the target's `timeout_s` is timed out
+(listed apart, not counted as killed). score = killed / (made - equivalent); EQUIVALENT says why each equivalent
+mutant is one. `--again` reruns only the survivors of the record (their module's file unchanged): one the tests
+now kill keeps the test that kills it (`killed_by`), in the survivor list too.
+
+Written to outputs/benchmarks/mutation.json, each module a part with its own run (a partial rerun keeps the other
+modules' parts). Hours on 2 cores: outside `make test` and CI; run it in the background with nice.
+
+    .venv/bin/python benchmarks/mutation.py [--modules graph/ort,graph/blame] [--jobs 2] [--again] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as dt
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+from where223.pipeline import environment, paths, publish  # noqa: E402
+
+RECORD: Path = paths.OUTPUTS / "benchmarks" / "mutation.json"
+WORK = ROOT / ".cache" / "mutation"
+TARGET_SCORE = 0.9
+PYTEST = ("-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "-x", "-rf", "--no-header", "-W", "ignore")
+KILLED_IN = "MUTATION-KILLED-IN "
+
+
+@dataclass(frozen=True)
+class Target:
+    """A module (or data file) and the tests that exercise it."""
+
+    path: str  # relative to the root
+    tests: tuple[str, ...]  # pytest arguments in .venv: files, node ids, -k
+    graph_tests: tuple[str, ...] = ()  # again in .venv-graph for mutants .venv's tests leave alive
+    definitions: tuple[str, ...] = ()  # only these functions' mutants (empty: the whole file)
+    module_level: bool = True  # with `definitions`: the module-level code's mutants too
+    timeout_s: float = 120.0
+
+
+# the guards' tests: external data, function constants, hostile structure through lint and blame, opsets
+_HOSTILE_FAST = ("-k", "external or memory_address or function_constant or (hostile_structure and (lint or blame)) "
+                 "or controls_for or opset")
+_AUTOCAST = ("tests/test_cuda_autocast.py", "-k", "not seed_s_message")
+_BLAME = ("tests/graph/test_blame.py", "tests/graph/test_hostile.py", "-k",
+          "blame or root or readable_source or sys_path")
+
+# Stable modules first; study/fix/run.py, study/remedies/run.py and study/judging.py last.
+TARGETS: dict[str, Target] = {
+    "graph/guards": Target("src/where223/graph/guards.py", ("tests/graph/test_hostile.py", *_HOSTILE_FAST),
+                           ("tests/graph/test_hostile.py", *_HOSTILE_FAST)),
+    "graph/blame": Target("src/where223/graph/blame.py", _BLAME, _BLAME,
+                          definitions=("source_roots", "readable_source", "find"), module_level=False),
+    # the parser of ONNX Runtime's messages (its patterns at module level, the functions that read them); not the
+    # session's creation (load_session, judge: tests/graph/test_hostile.py, test_api.py)
+    "graph/ort": Target("src/where223/graph/ort.py", ("tests/graph/test_ort.py",), ("tests/graph/test_ort.py",),
+                        definitions=("types_accepted", "first_message_line", "named_nodes", "refused_node",
+                                     "message_node", "resolution_refusal", "refused_operator", "is_where",
+                                     "to_dict", "parse_declared_mismatch", "parse_type_binding", "judge_message",
+                                     "classify")),
+    # lint's check: a node's types against its schema's constraints, and the walk over the model that asks it (not
+    # the report's formatting, the kernel look-up, the consequences' trace)
+    "graph/lint": Target("src/where223/graph/lint.py",
+                         ("tests/graph/test_lint.py", "tests/graph/test_lint_outcomes.py"),
+                         ("tests/graph/test_lint.py", "tests/graph/test_lint_outcomes.py"),
+                         definitions=("_expected_type", "_verdict", "_node_violations", "violation",
+                                      "_undecided_outputs", "lint_types", "judged"), module_level=False),
+    # the lists and their checks: reading them, drift from the registrations and from the binary's wrappers (not the
+    # emulation's dispatch and tracer)
+    "cuda_autocast": Target("src/where223/cuda_autocast.py", _AUTOCAST,
+                            definitions=("policy", "by_policy", "from_dict", "release_of", "lists_for", "_short",
+                                         "drift", "policies_from_binary", "_string_tables", "_cast_policies",
+                                         "_wrapped_op", "_overload_by_signature", "_schema_types", "policy_drift",
+                                         "_banned_problems"), module_level=False),
+    "autocast_lists/2.1.2": Target("src/where223/autocast_lists/2.1.2.json", _AUTOCAST),
+    "autocast_lists/2.14.1": Target("src/where223/autocast_lists/2.14.1.json", _AUTOCAST),
+    "pipeline/compare": Target("src/where223/pipeline/compare.py",
+                               ("tests/pipeline/test_compare_roles.py", "tests/study/test_compare.py",
+                                "tests/pipeline/test_compare_hostile.py")),
+    "pipeline/publish": Target("src/where223/pipeline/publish.py",
+                               ("tests/pipeline/test_publish.py", "tests/pipeline/test_publish_faults.py"),
+                               timeout_s=300.0),
+    "study/fix/run": Target("src/where223/study/fix/run.py", ("tests/study/test_verify.py",)),
+    "study/remedies/run": Target("src/where223/study/remedies/run.py",
+                                 ("tests/study/test_remedies.py", "tests/study/test_judging.py", "-k",
+                                  "not notebook and not today")),
+    "study/judging": Target("src/where223/study/judging.py", ("tests/study/test_judging.py",)),
+}
+
+# Cosmic Ray's operators kept (selective mutation): one replacement per arithmetic operator, a comparison's
+# negation and its two boundaries, removing a `not`/unary minus; every other core operator whole.
+_BINARY = {"Add": "Sub", "Sub": "Add", "Mul": "Div", "Div": "Mul", "FloorDiv": "Div", "Mod": "FloorDiv",
+           "Pow": "Mul", "BitOr": "BitAnd", "BitAnd": "BitOr", "BitXor": "BitOr", "LShift": "RShift",
+           "RShift": "LShift", "MatMul": "Mul"}
+_COMPARISON = {"Eq": ("NotEq",), "NotEq": ("Eq",), "Lt": ("LtE", "GtE"), "LtE": ("Lt", "Gt"), "Gt": ("GtE", "LtE"),
+               "GtE": ("Gt", "Lt"), "Is": ("IsNot",), "IsNot": ("Is",)}
+_UNARY = {("Delete", "Not"), ("USub", "UAdd"), ("Delete", "USub")}
+_LEFT_OUT = {"VariableReplacer", "VariableInserter"}  # random names: not reproducible
+
+# Mutants that no test can kill, each with why: module -> mutant key (`key`) -> reason.
+_NAME_GUARD = ("readable_source's early return for an empty name or one with a NUL byte, weakened: such a name "
+               "goes on to the candidates, where resolve() raises ValueError on the NUL (caught: None) and an empty "
+               "name resolves to a root folder itself, no .py file (None): the return only saves the look-up")
+EQUIVALENT: dict[str, dict[str, str]] = {
+    "graph/blame": {
+        "ReplaceOrWithAnd @90 #1": _NAME_GUARD,
+        "DropCondition @90 #2": _NAME_GUARD,
+        "DropCondition @90 #3": _NAME_GUARD,
+        "DropCondition @72 #0": "`if os.path.isabs(entry)` alone: os.path.isabs('') is False, so the empty entry "
+        "is left out without the `entry and` before it",
+    },
+    "study/judging": {
+        "NumberReplacer @45 #10": "`(row.get(\"reference_size\") or 1) > 1` for `or 0`: a size a record lacks "
+        "(None) or a size 0 compares as not more than one either way",
+        "NumberReplacer @45 #11": "`(row.get(\"reference_size\") or -1) > 1` for `or 0`: a size a record lacks "
+        "(None) or a size 0 compares as not more than one either way",
+    },
+    "graph/ort": {
+        "DropCondition @122 #3": "named_nodes(message) without `or \"\"`: it is typed `str` and every caller "
+        "passes one (refused_node passes `message or \"\"`, the matrix analysis `.get(..., \"\")`): None never "
+        "reaches it",
+        "DropCondition @127 #5": "refused_node passing None on: named_nodes' own `message or \"\"` reads it as "
+        "\"\", the same names (none)",
+    },
+}
+
+
+def wanted(operator: str) -> bool:
+    name = operator.split("/")[-1]
+    kind, _, rest = name.partition("_")
+    if kind == "ReplaceBinaryOperator":
+        source, _, target = rest.partition("_")
+        return _BINARY.get(source) == target
+    if kind == "ReplaceComparisonOperator":
+        source, _, target = rest.partition("_")
+        return target in _COMPARISON.get(source, ())
+    if kind == "ReplaceUnaryOperator":
+        return tuple(rest.split("_", 1)) in _UNARY
+    return kind not in _LEFT_OUT
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) of every annotation in `source`, as (line, column) with lines from 1."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        notes = []
+        if isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            notes.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            notes.append(node.returns)
+        spans += [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in notes]
+    return spans
+
+
+def _offsets(text: str) -> list[int]:
+    starts, at = [0], 0
+    for line in text.splitlines(keepends=True):
+        at += len(line)
+        starts.append(at)
+    return starts
+
+
+@dataclass(frozen=True)
+class DataMutant:
+    """A mutant of our own mutator: the file's text with `[start, end)` replaced by `replacement`."""
+
+    operator: str
+    line: int
+    start: int
+    end: int
+    replacement: str
+    what: str
+
+    def apply(self, text: str) -> str:
+        return text[:self.start] + self.replacement + text[self.end:]
+
+
+def _drop(text: str, starts: list[int], items: list[ast.expr], index: int, operator: str, what: str) -> DataMutant:
+    def at(node: ast.AST, end: bool = False) -> int:
+        return starts[(node.end_lineno if end else node.lineno) - 1] + (node.end_col_offset if end else node.col_offset)
+
+    item = items[index]
+    if index + 1 < len(items):
+        start, end = at(item), at(items[index + 1])
+    elif index > 0:
+        start, end = at(items[index - 1], end=True), at(item, end=True)
+    else:
+        start, end = at(item), at(item, end=True)
+    return DataMutant(operator, item.lineno, start, end, "", what)
+
+
+def _conditions_dropped(text: str, starts: list[int], definitions: tuple[str, ...]) -> list[DataMutant]:
+    """Each operand of an `and`/`or` removed (a check dropped from a condition), in the functions named (all when
+    none are)."""
+    found: list[DataMutant] = []
+    functions = [n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    seen: set[int] = set()
+    for function in functions:
+        if definitions and function.name not in definitions:
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.BoolOp) and id(node) not in seen:
+                seen.add(id(node))
+                for index, operand in enumerate(node.values):
+                    found.append(_drop(text, starts, node.values, index, "DropCondition",
+                                       ast.unparse(operand)[:80]))
+    return found
+
+
+def python_data_mutants(text: str, definitions: tuple[str, ...] = (), module_level: bool = True) -> list[DataMutant]:
+    """Each operand of an `and`/`or` dropped; module-level data (all functions' modules only): each entry of a
+    collection literal dropped, each `re.compile` pattern matching nothing."""
+    starts = _offsets(text)
+    found: list[DataMutant] = _conditions_dropped(text, starts, definitions)
+    if not module_level:
+        return found
+    for statement in ast.parse(text).body:
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            continue
+        for node in ast.walk(statement.value):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(
+                    isinstance(e, (ast.Constant, ast.Tuple, ast.JoinedStr)) for e in node.elts) and node.elts:
+                for index, element in enumerate(node.elts):
+                    found.append(_drop(text, starts, node.elts, index, "DropEntry", ast.unparse(element)[:80]))
+            elif isinstance(node, ast.Dict) and node.keys and all(isinstance(k, ast.Constant) for k in node.keys):
+                entries = [ast.Tuple(elts=[k, v], lineno=k.lineno, col_offset=k.col_offset,
+                                     end_lineno=v.end_lineno, end_col_offset=v.end_col_offset)
+                           for k, v in zip(node.keys, node.values, strict=True)]
+                for index, key in enumerate(node.keys):
+                    found.append(_drop(text, starts, entries, index, "DropEntry", repr(key.value)[:80]))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"
+                  and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args):
+                pattern = node.args[0]
+                start = starts[pattern.lineno - 1] + pattern.col_offset
+                end = starts[pattern.end_lineno - 1] + pattern.end_col_offset
+                found.append(DataMutant("PatternMatchesNothing", pattern.lineno, start, end,
+                                        'r"(?!)"', text[start:end][:80]))
+    return found
+
+
+_POLICY_MOVE = {"lower_precision_fp": "fp32", "fp32": "lower_precision_fp", "fp32_set_opt_dtype": "fp32",
+                "fp32_append_dtype": "fp32", "promote": "fp32", "banned": "fp32"}
+
+
+def json_mutants(text: str) -> Iterator[tuple[str, int, str, str]]:
+    """(operator, line, mutated text, what) for an autocast list: each op moved to another policy, dropped, or given
+    the next line; each block's first line moved by one."""
+    data = json.loads(text)
+    lines = {(policy, index): n for n, line in enumerate(text.splitlines(), 1)
+             for policy, entries in data["policies"].items() for index, entry in enumerate(entries)
+             if f'"op": "{entry["op"]}"' in line}
+
+    def dumped(changed: dict[str, Any]) -> str:
+        return json.dumps(changed, indent=2) + "\n"
+
+    for policy, entries in data["policies"].items():
+        for index, entry in enumerate(entries):
+            line = lines.get((policy, index), 0)
+            target = _POLICY_MOVE.get(policy)
+            if target in data["policies"]:
+                moved = json.loads(text)
+                moved["policies"][policy].pop(index)
+                moved["policies"][target].append(entry)
+                yield "MovePolicy", line, dumped(moved), f"{entry['op']}: {policy} -> {target}"
+            dropped = json.loads(text)
+            dropped["policies"][policy].pop(index)
+            yield "DropEntry", line, dumped(dropped), f"{entry['op']} dropped from {policy}"
+            at = re.search(r":(\d+)", entry.get("at", ""))
+            if at:
+                shifted = json.loads(text)
+                moved_at = f"{entry['at'][:at.start(1)]}{int(at[1]) + 1}{entry['at'][at.end(1):]}"
+                shifted["policies"][policy][index]["at"] = moved_at
+                yield "ShiftLine", line, dumped(shifted), f"{entry['op']} at {moved_at}"
+    for file, number in data.get("registered_at", {}).items():
+        shifted = json.loads(text)
+        shifted["registered_at"][file] = number + 1
+        yield "ShiftLine", 0, dumped(shifted), f"block of {file} at {number + 1}"
+
+
+# -- the private tree and the test command ---------------------------------------------------------------------------
+
+def make_tree(folder: Path) -> None:
+    """A git clone of HEAD with the working tree's changes (modified, untracked, deleted) laid over it."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    subprocess.run(["git", "clone", "--quiet", "--local", "--no-checkout", str(ROOT), str(folder)], check=True)
+    subprocess.run(["git", "-C", str(folder), "checkout", "--quiet", "HEAD"], check=True)
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-m", "-o", "--exclude-standard"],
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source, target = ROOT / name, folder / name
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        elif target.exists() and not source.exists():
+            target.unlink()
+
+
+def test_script(name: str, target: Target, tree: Path) -> Path:
+    quoted = " ".join(f"'{a}'" for a in target.tests)
+    lines = ["#!/bin/bash", f"cd '{tree}' || exit 3",
+             f"export PYTHONPATH='{tree}/src:{tree}' PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1",
+             f"'{ROOT}/.venv/bin/python' {' '.join(PYTEST)} {quoted} || {{ echo '{KILLED_IN}.venv'; exit 1; }}"]
+    if target.graph_tests:
+        graph = " ".join(f"'{a}'" for a in target.graph_tests)
+        lines.append(f"'{ROOT}/.venv-graph/bin/python' {' '.join(PYTEST)} {graph} || "
+                     f"{{ echo '{KILLED_IN}.venv-graph'; exit 1; }}")
+    lines.append("exit 0")
+    script = tree.parent / f"test-{name.replace('/', '-')}-{tree.name}.sh"
+    script.write_text("\n".join(lines) + "\n")
+    return script
+
+
+def run_tests(command: str, timeout_s: float, cwd: Path) -> tuple[str, str, float]:
+    """(outcome, output, seconds): killed, survived or timeout."""
+    from cosmic_ray.testing import run_tests as cosmic_run
+
+    started = time.perf_counter()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        outcome, output = cosmic_run(command, timeout_s)
+    finally:
+        os.chdir(here)
+    seconds = time.perf_counter() - started
+    if output == "timeout":
+        return "timeout", output, seconds
+    return str(outcome.value), output or "", seconds
+
+
+_FAILED = re.compile(r"^FAILED (\S+)", re.MULTILINE)
+
+
+def killed_by(output: str) -> dict[str, str | None]:
+    where = output.rpartition(KILLED_IN)[2].strip().splitlines()
+    test = _FAILED.search(output)
+    return {"environment": where[0] if where else None, "test": test[1] if test else None}
+
+
+def key(mutant: dict[str, Any]) -> str:
+    """A mutant's identity within its module, stable while the module's text is: operator, line, what it does."""
+    return f"{mutant['operator']} @{mutant['line']} #{mutant['occurrence']}"
+
+
+# -- running a module ----------------------------------------------------------------------------------------------
+
+def cosmic_mutants(name: str, target: Target, tree: Path, work: Path, timeout_s: float) -> tuple[list, dict]:
+    """Cosmic Ray's session for the module: init, thin, exec. (results, not made)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    slug = f"{name.replace('/', '-')}-{tree.name}"
+    config, session = work / f"{slug}.toml", work / f"{slug}.sqlite"
+    session.unlink(missing_ok=True)
+    script = test_script(name, target, tree)
+    config.write_text(
+        f'[cosmic-ray]\nmodule-path = "{target.path}"\ntimeout = {timeout_s}\nexcluded-modules = []\n'
+        f'test-command = "bash {script}"\n\n[cosmic-ray.distributor]\nname = "local"\n')
+    cosmic = [str(ROOT / ".venv" / "bin" / "cosmic-ray")]
+    subprocess.run([*cosmic, "init", str(config), str(session)], cwd=tree, check=True)
+    spans = annotation_spans((tree / target.path).read_text())
+    not_made = {"operators left out (selective set)": 0, "inside annotations (never evaluated)": 0,
+                "outside the functions mutated": 0}
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.pending_work_items:
+            spec = item.mutations[0]
+            start = tuple(spec.start_pos)
+            why = None
+            if not wanted(spec.operator_name):
+                why = "operators left out (selective set)"
+            elif any(a <= start < b for a, b in spans):
+                why = "inside annotations (never evaluated)"
+            elif target.definitions and spec.definition_name not in target.definitions and not (
+                    target.module_level and spec.definition_name is None):
+                why = "outside the functions mutated"
+            if why:
+                not_made[why] += 1
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=why))
+    subprocess.run([*cosmic, "exec", str(config), str(session)], cwd=tree, check=True)
+    results = []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            spec = item.mutations[0]
+            output = result.output or ""
+            if result.worker_outcome == WorkerOutcome.NO_TEST:
+                continue
+            outcome = ("timeout" if output == "timeout" else "incompetent"
+                       if result.worker_outcome != WorkerOutcome.NORMAL else str(result.test_outcome.value))
+            results.append({
+                "tool": "cosmic-ray", "operator": spec.operator_name.split("/")[-1], "occurrence": spec.occurrence,
+                "line": spec.start_pos[0], "column": spec.start_pos[1], "function": spec.definition_name,
+                "diff": _short_diff(result.diff or ""), "outcome": outcome,
+                **({"killed_in": killed_by(output)} if outcome == "killed" else {}),
+            })
+    return results, not_made
+
+
+def _short_diff(diff: str) -> str:
+    return "\n".join(line for line in diff.splitlines()
+                     if line.startswith(("-", "+")) and not line.startswith(("---", "+++")))[:400]
+
+
+def data_mutants(name: str, target: Target, tree: Path, timeout_s: float,
+                 only: set[str] | None = None) -> list[dict[str, Any]]:
+    """Our own mutator's mutants of the module (JSON lists, module-level data), each tested."""
+    path = tree / target.path
+    original = path.read_text()
+    if path.suffix == ".json":
+        made = [(op, line, mutated, what) for op, line, mutated, what in json_mutants(original)]
+    else:
+        made = [(m.operator, m.line, m.apply(original), m.what)
+                for m in python_data_mutants(original, target.definitions, target.module_level)]
+    script = test_script(name, target, tree)
+    results = []
+    for occurrence, (operator, line, mutated, what) in enumerate(made):
+        mutant = {"tool": "own", "operator": operator, "occurrence": occurrence, "line": line, "what": what}
+        if only is not None and key(mutant) not in only:
+            continue
+        try:
+            compile(mutated, str(path), "exec") if path.suffix == ".py" else json.loads(mutated)
+        except (SyntaxError, ValueError):
+            continue
+        path.write_text(mutated)
+        try:
+            outcome, output, _ = run_tests(f"bash {script}", timeout_s, tree)
+        finally:
+            path.write_text(original)
+        results.append({**mutant, "outcome": outcome,
+                        **({"killed_in": killed_by(output)} if outcome == "killed" else {})})
+    return results
+
+
+def baseline(name: str, target: Target, tree: Path) -> float:
+    """Seconds the module's tests take unmutated; they must pass."""
+    outcome, output, seconds = run_tests(f"bash {test_script(name, target, tree)}", 1800, tree)
+    if outcome != "survived":
+        raise SystemExit(f"mutation: {name}'s tests fail before any mutation:\n{output[-2000:]}")
+    return seconds
+
+
+def summarize(name: str, target: Target, mutants: list[dict[str, Any]], not_made: dict[str, int],
+              run: dict[str, Any], seconds: float, baseline_s: float, timeout_s: float,
+              file_sha256: str) -> dict[str, Any]:
+    equivalent = EQUIVALENT.get(name, {})
+    for mutant in mutants:
+        if mutant["outcome"] == "survived" and key(mutant) in equivalent:
+            mutant["outcome"] = "equivalent"
+            mutant["why_equivalent"] = equivalent[key(mutant)]
+    counts = {outcome: sum(m["outcome"] == outcome for m in mutants)
+              for outcome in ("killed", "survived", "equivalent", "timeout", "incompetent")}
+    made = len(mutants)
+    judged = made - counts["equivalent"]
+    return {
+        "run": run, "environment": environment.describe(), "file": target.path, "file_sha256": file_sha256,
+        "tests": list(target.tests), "graph_tests": list(target.graph_tests),
+        "definitions": list(target.definitions),
+        "made": made, "killed": counts["killed"], "survived": counts["survived"],
+        "equivalent": counts["equivalent"], "timed_out": counts["timeout"], "incompetent": counts["incompetent"],
+        "killed_only_in_venv_graph": sum(m.get("killed_in", {}).get("environment") == ".venv-graph"
+                                         for m in mutants),
+        "score": round(counts["killed"] / judged, 4) if judged else None,
+        "target_met": bool(judged) and counts["killed"] / judged >= TARGET_SCORE,
+        "not_made": not_made,
+        "by_tool": {tool: sum(m["tool"] == tool for m in mutants) for tool in ("cosmic-ray", "own")},
+        "survivors": [m for m in mutants if m["outcome"] == "survived" or m.get("first_outcome") == "survived"],
+        "equivalents": [m for m in mutants if m["outcome"] == "equivalent"],
+        "timed_out_mutants": [m for m in mutants if m["outcome"] == "timeout"],
+        "incompetent_mutants": [m for m in mutants if m["outcome"] == "incompetent"],
+        "seconds": round(seconds, 1), "baseline_s": round(baseline_s, 1), "timeout_s": timeout_s,
+        "mutants": [{k: m[k] for k in ("tool", "operator", "occurrence", "line", "column", "outcome", "killed_in")
+                     if k in m} for m in mutants],
+    }
+
+
+def run_module(name: str, tree: Path, work: Path, say=print) -> dict[str, Any]:
+    target = TARGETS[name]
+    run = environment.this_run()
+    started = time.perf_counter()
+    base = baseline(name, target, tree)
+    timeout_s = max(target.timeout_s, round(3 * base + 30))
+    say(f"{name}: tests pass unmutated in {base:.1f} s; mutants time out at {timeout_s} s")
+    mutants: list[dict[str, Any]] = []
+    not_made: dict[str, int] = {}
+    if target.path.endswith(".py"):
+        mutants, not_made = cosmic_mutants(name, target, tree, work, timeout_s)
+    mutants += data_mutants(name, target, tree, timeout_s)
+    sha = hashlib.sha256((tree / target.path).read_bytes()).hexdigest()
+    part = summarize(name, target, mutants, not_made, run, time.perf_counter() - started, base, timeout_s, sha)
+    say(f"{name}: {part['made']} made, {part['killed']} killed, {part['survived']} survived, "
+        f"{part['timed_out']} timed out: score {part['score']}")
+    return part
+
+
+def rerun_survivors(name: str, part: dict[str, Any], tree: Path, say=print) -> dict[str, Any]:
+    """The survivors of `part` again (the module's file unchanged): one the tests now kill keeps its test."""
+    from cosmic_ray.mutating import mutate_and_test
+    from cosmic_ray.work_item import MutationSpec
+
+    target = TARGETS[name]
+    sha = hashlib.sha256((tree / target.path).read_bytes()).hexdigest()
+    if sha != part["file_sha256"]:
+        raise SystemExit(f"mutation: {target.path} changed since its mutants were made: run it whole again")
+    run = environment.this_run()
+    started = time.perf_counter()
+    script = test_script(name, target, tree)
+    survivors = [m for m in part["survivors"] if m["outcome"] == "survived"]
+    own = {key(m) for m in survivors if m["tool"] == "own"}
+    fresh = {key(m): m for m in data_mutants(name, target, tree, part["timeout_s"], only=own)} if own else {}
+    here = os.getcwd()
+    for mutant in survivors:
+        if mutant["tool"] != "cosmic-ray":
+            continue
+        spec = MutationSpec(target.path, f"core/{mutant['operator']}", mutant["occurrence"],
+                            (mutant["line"], mutant["column"]), (mutant["line"], mutant["column"] + 1))
+        os.chdir(tree)
+        try:
+            result = mutate_and_test([spec], f"bash {script}", part["timeout_s"])
+        finally:
+            os.chdir(here)
+        output = result.output or ""
+        outcome = "timeout" if output == "timeout" else str(result.test_outcome.value)
+        fresh[key(mutant)] = {"outcome": outcome, **({"killed_in": killed_by(output)} if outcome == "killed" else {})}
+    full = {key(m): m for m in part["equivalents"]}
+    for mutant in part["survivors"]:
+        again = fresh.get(key(mutant))
+        if mutant["outcome"] == "survived" and again and again["outcome"] == "killed":
+            mutant = {**mutant, "outcome": "killed", "first_outcome": "survived", "killed_by": again["killed_in"]}
+        full[key(mutant)] = mutant
+    for mutant in full.values():  # EQUIVALENT is read again: a survivor found equivalent since is so now
+        if mutant["outcome"] == "equivalent":
+            mutant["outcome"] = "survived"
+    mutants = [full.get(key(m), m) for m in part["mutants"]]
+    kept = summarize(name, target, mutants, part["not_made"], part["run"], part["seconds"], part["baseline_s"],
+                     part["timeout_s"], sha)
+    kept["again"] = {"run": run, "seconds": round(time.perf_counter() - started, 1), "rerun": len(survivors)}
+    say(f"{name} again: {kept['killed']} killed, {kept['survived']} survived, score {kept['score']}")
+    return kept
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
+    parser.add_argument("--jobs", type=int, default=1, help="modules side by side, each in its own copy")
+    parser.add_argument("--again", action="store_true", help="only the record's survivors, again")
+    parser.add_argument("--list", action="store_true", help="count each module's mutants and stop")
+    parser.add_argument("--out", type=Path, default=RECORD)
+    parser.add_argument("--work", type=Path, default=WORK)
+    args = parser.parse_args(argv)
+    args.work, args.out = args.work.resolve(), args.out.resolve()
+    names = [n for n in args.modules.split(",") if n]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        parser.error(f"unknown modules {unknown}: of {', '.join(TARGETS)}")
+    args.work.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    if args.list:
+        for name in names:
+            text = (ROOT / TARGETS[name].path).read_text()
+            own = len(list(json_mutants(text))) if name.startswith("autocast_lists") else len(
+                python_data_mutants(text, TARGETS[name].definitions, TARGETS[name].module_level))
+            print(f"{name}: {own} own mutants")
+        return 0
+    trees = [args.work / f"tree-{n}" for n in range(max(1, args.jobs))]
+    for tree in trees:
+        make_tree(tree)
+    started = time.perf_counter()
+    run = environment.this_run()
+
+    free: queue.Queue[Path] = queue.Queue()
+    for tree in trees:
+        free.put(tree)
+
+    def one(name: str) -> tuple[str, dict[str, Any]]:
+        tree = free.get()  # each module mutates its own copy: no other module's tests see its mutants
+        try:
+            if args.again:
+                return name, rerun_survivors(name, record["modules"][name], tree)
+            return name, run_module(name, tree, args.work)
+        finally:
+            free.put(tree)
+
+    finished: dict[str, dict[str, Any]] = {}
+    with ThreadPoolExecutor(max_workers=len(trees)) as pool:
+        for future in as_completed([pool.submit(one, name) for name in names]):
+            name, part = future.result()
+            finished[name] = part
+            _write(args.out, run, finished, time.perf_counter() - started)
+    return 0
+
+
+def _write(out: Path, run: dict[str, Any], finished: dict[str, dict[str, Any]], seconds: float) -> None:
+    """The record with the modules this run finished laid over the record's others (read under the outputs lock:
+    a `--again` beside a whole run loses neither's modules)."""
+    from where223.pipeline.records import write_json
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with publish.outputs_lock(out.parent.parent, wait=True):
+        kept = json.loads(out.read_text()).get("modules", {}) if out.is_file() else {}
+        modules = {**kept, **finished}
+        write_json(out, {
+            "run": run,
+            "environment": environment.describe(),
+            "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "tool": {"name": "cosmic-ray", "version": _version("cosmic-ray"),
+                     "own": "benchmarks/mutation.py: conditions dropped, module-level data, autocast_lists/*.json"},
+            "score_rule": "killed / (made - equivalent); timed out and incompetent mutants are listed apart and not "
+                          "counted as killed; a kill in .venv or .venv-graph counts",
+            "target_score": TARGET_SCORE,
+            "operators": {"binary": _BINARY, "comparison": {k: list(v) for k, v in _COMPARISON.items()},
+                          "unary": sorted("_".join(u) for u in _UNARY), "left_out": sorted(_LEFT_OUT)},
+            "seconds": round(seconds, 1),
+            "modules": {name: modules[name] for name in TARGETS if name in modules},
+        })
+
+
+def _version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

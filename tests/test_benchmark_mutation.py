@@ -1,0 +1,80 @@
+"""benchmarks/mutation.py: its own mutators make the mutants the issue named, its operator set is the selective one,
+and its record (when one is committed) is one measurement per module with its run (nothing mutated here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from tests import benchmark_records
+from where223.pipeline.paths import ROOT
+
+
+@pytest.fixture(scope="module")
+def bench():
+    path = ROOT / "benchmarks" / "mutation.py"
+    spec = importlib.util.spec_from_file_location("mutation_benchmark", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_lists_mutator_moves_drops_and_shifts_each_op(bench):
+    text = (ROOT / "src/where223/autocast_lists/2.1.2.json").read_text()
+    mutants = list(bench.json_mutants(text))
+    made = {(operator, what) for operator, _, _, what in mutants}
+    for op in ("bmm", "baddbmm", "addbmm", "prelu"):  # the issue's survivors, float16 -> float32
+        assert ("MovePolicy", f"{op}: lower_precision_fp -> fp32") in made
+    for op in ("exp", "log", "rsqrt"):  # and float32 -> float16
+        assert ("MovePolicy", f"{op}: fp32 -> lower_precision_fp") in made
+    assert ("DropEntry", "bmm dropped from lower_precision_fp") in made
+    assert any(operator == "ShiftLine" and what.startswith("bmm at ") for operator, what in made)
+    mutated = next(m for _, _, m, what in mutants if what == "exp: fp32 -> lower_precision_fp")
+    policies = json.loads(mutated)["policies"]
+    assert "exp" in {e["op"] for e in policies["lower_precision_fp"]} - {e["op"] for e in policies["fp32"]}
+
+
+def test_the_python_mutator_drops_blames_root_restriction(bench):
+    """The issue's survivor: `readable_source` without its `is_relative_to` test; module-level data left alone
+    where only functions are mutated, and made where the whole module is (a pattern that matches nothing)."""
+    blame = bench.TARGETS["graph/blame"]
+    text = (ROOT / blame.path).read_text()
+    made = bench.python_data_mutants(text, blame.definitions, blame.module_level)
+    dropped = [m for m in made if m.what == "any((resolved.is_relative_to(r) for r in roots))"]
+    assert len(dropped) == 1 and "is_relative_to" not in dropped[0].apply(text).split("def readable_source")[1][:900]
+    assert {m.operator for m in made} == {"DropCondition"}
+    ort = bench.TARGETS["graph/ort"]
+    operators = {m.operator for m in bench.python_data_mutants((ROOT / ort.path).read_text(), ort.definitions)}
+    assert {"DropCondition", "DropEntry", "PatternMatchesNothing"} <= operators
+
+
+def test_the_selective_operator_set(bench):
+    assert bench.wanted("core/ReplaceBinaryOperator_Add_Sub") and not bench.wanted("core/ReplaceBinaryOperator_Add_Mul")
+    assert bench.wanted("core/ReplaceComparisonOperator_Lt_LtE")
+    assert bench.wanted("core/ReplaceComparisonOperator_Lt_GtE")
+    assert not bench.wanted("core/ReplaceComparisonOperator_Lt_Is")
+    assert bench.wanted("core/AddNot") and not bench.wanted("core/VariableReplacer")
+    source = "from __future__ import annotations\n\ndef f(x: int | None) -> str | None:\n    return x | 1\n"
+    spans = bench.annotation_spans(source)
+    assert any(a <= (3, 9) < b for a, b in spans) and not any(a <= (4, 11) < b for a, b in spans)
+
+
+def test_the_committed_record_is_one_measurement_per_module():
+    path = ROOT / "outputs" / "benchmarks" / "mutation.json"
+    if not path.is_file():
+        pytest.skip("no mutation record committed: `make mutation` writes it")
+    record = json.loads(path.read_text())
+    assert benchmark_records.problems(record) == []
+    for name, part in record["modules"].items():
+        judged = part["made"] - part["equivalent"]
+        assert part["killed"] + part["survived"] + part["equivalent"] + part["timed_out"] + part["incompetent"] == (
+            part["made"]), name
+        assert part["score"] == (round(part["killed"] / judged, 4) if judged else None), name
+        for survivor in part["survivors"]:  # each survivor has its fate: killed since (by a test) or still open
+            assert survivor["outcome"] in ("survived", "killed"), name
+            assert survivor["outcome"] == "survived" or survivor["killed_by"]["test"], name
