@@ -34,7 +34,9 @@ def study_packages() -> list[str]:
 
     import where223.study
 
-    return [f"where223.study.{found.name}" for found in pkgutil.iter_modules(where223.study.__path__) if found.ispkg]
+    # a private package (`_cell`, every transformers cell's stages) is shared code below the questions, not one
+    return [f"where223.study.{found.name}" for found in pkgutil.iter_modules(where223.study.__path__)
+            if found.ispkg and not found.name.startswith("_")]
 
 
 def record_readers() -> list[str]:
@@ -55,7 +57,7 @@ def test_every_question_package_has_the_same_roles():
     import importlib.util
 
     packages = study_packages()
-    names = ("architectures", "classes", "fix", "fx", "matrix", "remedies", "variants")
+    names = ("architectures", "classes", "conversions", "fix", "fx", "matrix", "remedies", "variants")
     assert packages == [f"where223.study.{name}" for name in names]
 
     def missing(roles: tuple[str, ...]) -> list[str]:
@@ -67,8 +69,8 @@ def test_every_question_package_has_the_same_roles():
     assert len(RECORD_READERS) == len(packages) * len(RECORD_ROLES) + len(OTHER_READERS)
 # What every stack's interpreter imports before its runner: the standard library and these where223 modules only
 # (a Dask worker and a cell in any stack, Python 3.10's too, run them).
-STDLIB_ONLY = ("where223.sweep.worker", "where223.sweep.cell", "where223.sweep.controls", "where223.outcomes",
-               "where223.sweep.cell_types", "where223.pipeline.schema")
+STDLIB_ONLY = ("where223.sweep.worker", "where223.sweep.warm", "where223.sweep.cell", "where223.sweep.controls",
+               "where223.outcomes", "where223.sweep.cell_types", "where223.pipeline.schema")
 # The record types too (a cell writes its record in any stack), found as the validator finds them; the sweep's
 # reader `where223.sweep.record` parses ONNX Runtime's messages (onnx): its types live in sweep.cell_types.
 RECORD_TYPE_MODULES = tuple(name for name in schema.record_modules() if name != "where223.sweep.record")

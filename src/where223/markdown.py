@@ -1,5 +1,5 @@
-"""The one Markdown writer of the project: tables, cells and code spans of the write-up, the notebooks' tables and
-the generated notes. Cells print floats with three significant digits and escape the table's `|`."""
+"""The one Markdown writer of the project: tables, cells, code spans and heading links of the write-up, the notebooks'
+tables and the generated notes. Cells print floats with three significant digits and escape the table's `|`."""
 
 from __future__ import annotations
 
@@ -31,3 +31,10 @@ def code(text: str) -> str:
     fence = "`" * (max(map(len, runs), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def anchor(heading: str) -> str:
+    """The link GitHub gives a heading (`## 9. The torch.fx question` -> `#9-the-torchfx-question`): lower case,
+    punctuation but `-` and `_` left out, spaces made `-`."""
+    text = heading.lstrip("#").strip().lower()
+    return "#" + re.sub(r"[^\w\- ]", "", text).replace(" ", "-")

@@ -34,9 +34,11 @@ def system_chromium() -> str | None:
     return next((found for name in BROWSER_NAMES if (found := shutil.which(name))), None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    """A headless system Chromium (a Playwright Browser)."""
+    """A headless system Chromium (a Playwright Browser), for one test file: Playwright's sync API keeps its event
+    loop running in this thread while it is open, and a notebook test run after it on the same worker would find
+    that loop running (nbclient: "This event loop is already running")."""
     executable = system_chromium()
     missing = None if executable else "no chromium on PATH (apt-get install chromium)"
     try:

@@ -30,7 +30,7 @@ def _notebook_with(text: str) -> nbformat.NotebookNode:
 def test_rewrite_notebook_rewrites_every_output(tmp_path):
     text = (
         f"{ROOT}/.venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning\n"
-        f"{ROOT}/outputs/.staging/05_matrix/matrix/heatmap.png\n"
+        f"{ROOT}/.outputs.staging/05_matrix/matrix/heatmap.png\n"
     )
     path = tmp_path / "executed.ipynb"
     nbformat.write(_notebook_with(text), path)

@@ -73,7 +73,7 @@ def test_a_run_that_fails_its_final_check_publishes_nothing_and_keeps_its_files(
     assert json.loads((kept / "run" / "record.json").read_text()) == {"text": "bad"}
     assert "the final check failed" in (kept / "notebooks" / f"{failing.name}.ipynb").read_text()
     assert "the final check failed" in (kept / "traceback.txt").read_text()
-    assert not (root / ".staging" / failing.name).exists()
+    assert not publish.staging_dir(failing.name, root).exists() and not publish.staging_area(root).exists()
 
 
 def test_files_are_created_with_the_umasks_permissions(probe: Path, tmp_path: Path):
@@ -132,7 +132,7 @@ def test_an_interrupted_run_changes_nothing_published(tmp_path: Path):
 
 
 def test_records_are_written_as_published_not_where_they_were_staged(tmp_path: Path):
-    staged_model = ROOT / "outputs" / ".staging" / "01_reproduce__path=onnx_export" / "tiny-run" / "model.onnx"
+    staged_model = publish.staging_dir("01_reproduce__path=onnx_export") / "tiny-run" / "model.onnx"
     record = portable.record({"exported_model": str(staged_model), "note": f"saved {staged_model}"})
     assert record == {"exported_model": "outputs/tiny-run/model.onnx", "note": "saved outputs/tiny-run/model.onnx"}
 
@@ -158,12 +158,15 @@ def test_a_killed_run_leaves_nothing_git_sees(probe: Path, tmp_path: Path):
     subprocess.run(["git", "init", "-q", str(clone)], check=True)
     shutil.copy(ROOT / ".gitignore", clone / ".gitignore")
     outputs = clone / "outputs"
-    killed_run = subprocess.run([sys.executable, "-c", KILLED_RUN, str(probe), str(outputs)], check=False)
+    with (tmp_path / "killed-run.err").open("w") as err:  # its orphaned kernel says it is shutting down, later
+        killed_run = subprocess.run([sys.executable, "-c", KILLED_RUN, str(probe), str(outputs)], stderr=err,
+                                    check=False)
     killed_write = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(outputs / "run" / "record.json")],
                                   check=False)
     assert killed_run.returncode == killed_write.returncode == -signal.SIGKILL
-    left = sorted(path.relative_to(clone).as_posix() for path in outputs.rglob("*") if path.is_file())
-    assert any(".staging" in path for path in left) and any("/.tmp-" in path for path in left), left  # control
+    left = sorted(path.relative_to(clone).as_posix() for path in clone.rglob("*")
+                  if path.is_file() and ".git" not in path.relative_to(clone).parts)
+    assert any(".outputs.staging/" in path for path in left) and any("/.tmp-" in path for path in left), left  # control
     seen = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=clone, capture_output=True,
                           text=True, check=True).stdout.splitlines()
     assert seen == ["?? .gitignore"]

@@ -275,7 +275,7 @@ def test_the_same_line_of_two_releases_groups_together_and_messages_name_the_ref
 def test_shrink_divides_widths_cuts_depths_caps_vocabularies_in_sub_configs_too():
     from transformers import BertConfig, CLIPConfig
 
-    from where223.study.architectures.run import shrink_config
+    from where223.study._cell.build import shrink_config
 
     config = BertConfig(pad_token_id=5000)
     changed = shrink_config(config, "small")
@@ -295,7 +295,7 @@ def test_inputs_follow_the_forward_signature():
     import torch
     from transformers import BartConfig, BartModel, ViTConfig, ViTModel
 
-    from where223.study.architectures.run import model_inputs
+    from where223.study._cell.build import model_inputs
 
     tiny = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "vocab_size": 64}
     bart = model_inputs(torch, BartModel(BartConfig(**tiny)), "bart")

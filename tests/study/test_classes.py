@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from where223.pipeline.paths import OUTPUTS
-from where223.study.classes import analysis, section
-from where223.study.classes.run import compare_outputs, tolerance
+from where223.study._cell.numerics import compare_outputs, tolerance
+from where223.study.classes import analysis, refusals, section
 
 RECORDS = OUTPUTS / "classes" / "5.24.0"
 
@@ -44,8 +44,8 @@ def test_a_layer_norm_binding_conflict_is_explained_under_autocast_by_dynamo():
     """ALBERT under CPU bf16 autocast, dynamo: LayerNormalization's T bound to bf16 and float; eager's
     native_layer_norm was handed bf16 activations and float weights; torchlib's aten_layer_norm emitted it."""
     record = _record("cpu_bf16_autocast-dynamo", "albert")
-    item = analysis.evidence(record)
-    assert analysis.group_key(record) == ("LayerNormalization", "type_binding_conflict", "dynamo",
+    item = refusals.evidence(record)
+    assert refusals.group_key(record) == ("LayerNormalization", "type_binding_conflict", "dynamo",
                                           "cpu_bf16_autocast", "today")
     assert item["types"] == ["tensor(bfloat16)", "tensor(float)"] and item["constraint"]["type_param"] == "T"
     assert item["source"].startswith("transformers/models/albert/modeling_albert.py:")
@@ -58,9 +58,9 @@ def test_a_wrong_cast_target_is_explained_for_torchscript():
     """ALBERT in bf16, TorchScript: ONNX Runtime's graph check refuses a complex128 input of Mul, made by a Cast
     whose `to` is torch's number for bfloat16 (15), complex128 in ONNX's."""
     record = _record("bf16_model-torchscript", "albert")
-    found = analysis.refusal(record)
+    found = refusals.refusal(record)
     assert found["kind"] == "invalid_type" and found["operator"] == "Mul" and found["types"] == ["tensor(complex128)"]
-    item = analysis.evidence(record)
+    item = refusals.evidence(record)
     assert "complex128" in {b["type"].removeprefix("tensor(").removesuffix(")") for b in item["bindings"]}
     assert item["emitter"]["aten"] and item["source"]
 
@@ -68,8 +68,8 @@ def test_a_wrong_cast_target_is_explained_for_torchscript():
 def test_a_record_that_was_not_refused_has_no_group():
     """Control: an accepted record and an unexported one fall in no group."""
     accepted = _record("fp16_model-dynamo", "albert")
-    assert accepted["outcome"] == "accepted" and analysis.group_key(accepted) is None
-    assert analysis.group_key({"outcome": "not_exported", "key": {"stack": "today"}}) is None
+    assert accepted["outcome"] == "accepted" and refusals.group_key(accepted) is None
+    assert refusals.group_key({"outcome": "not_exported", "key": {"stack": "today"}}) is None
 
 
 def test_the_class_space_is_every_model_type_by_three_recipes_and_two_exporters():
@@ -85,7 +85,7 @@ def test_bert_in_fp16_departs_from_eager_before_its_layer_norm():
     """README's second example: the graph's first LayerNormalization gets float and float16 while eager computed
     that line in float16 throughout (no mixed kernel)."""
     record = _record("fp16_model-torchscript", "bert")
-    item = analysis.evidence(record)
+    item = refusals.evidence(record)
     assert item["operator"] == "LayerNormalization" and item["types"] == ["tensor(float)", "tensor(float16)"]
     norm = next(k for k in item["eager_kernels"] if k["op"] == "native_layer_norm")
     assert set(norm["inputs"]) == {"float16"} and not norm["mixed"]
@@ -95,7 +95,7 @@ def test_electra_under_autocast_is_explained_as_readme_says():
     """README's first example: ELECTRA, CPU bf16 autocast, dynamo: LayerNormalization's T bound to bfloat16 and
     float, eager's native_layer_norm handed bfloat16/float/float, torchlib's aten_layer_norm the emitter."""
     record = _record("cpu_bf16_autocast-dynamo", "electra")
-    item = analysis.evidence(record)
+    item = refusals.evidence(record)
     assert (item["operator"], item["node"]) == ("LayerNormalization", "node_layer_norm_1")
     assert item["types"] == ["tensor(bfloat16)", "tensor(float)"]
     assert item["source"].startswith("transformers/models/electra/modeling_electra.py:")

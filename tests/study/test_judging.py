@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from where223.study import judging
+from where223.study._cell.numerics import compare_outputs
 from where223.study.classes import analysis as classes
-from where223.study.classes.run import compare_outputs
 from where223.study.remedies import analysis as remedies
 from where223.verdicts import FAIL, NOT_JUDGED, NOT_MEASURED, PASS
 
@@ -96,3 +96,33 @@ def test_the_studies_counts_exclude_what_is_not_judged_and_say_where_the_rest_ra
                   {"outcome": "accepted", "numerics": numerics(2.0, "ONNX Runtime CPU")}]  # fmt: skip
     said = classes.counts(class_rows)
     assert (said["within_tolerance"], said["within_on_ort_kernels"], said["not_judged"]) == (1, 1, 1)
+
+
+def test_a_constant_reference_is_one_value_in_more_than_one_element():
+    """The rule's edges: two equal elements are constant, one element is not (one value in more than one element);
+    a single zero, or an output with no finite element, beside a constant output leaves them undistinguishing; no
+    finite element has no spread."""
+    CONSTANT, reference_facts, undistinguishing = judging.CONSTANT, judging.reference_facts, judging.undistinguishing
+    assert undistinguishing([reference_facts([3.0, 3.0])]) == CONSTANT
+    assert undistinguishing([reference_facts([3.0])]) == ""  # control: one element
+    assert undistinguishing([reference_facts([3.0, 3.5])]) == ""  # control: two values
+    for zero in ([0.0], [float("nan")]):
+        assert undistinguishing([reference_facts(zero), reference_facts([5.0] * 4)]) == CONSTANT
+    assert undistinguishing([reference_facts([1.0]), reference_facts([5.0] * 4)]) == ""  # control: not zero
+    assert reference_facts([float("nan"), float("inf")]) == {"max_abs_reference": 0.0, "reference_spread": 0.0,
+                                                            "reference_size": 0}
+
+
+def test_the_rule_read_back_from_records_of_every_age():
+    """Records made before the rule lack sizes, outputs, a reason: an unknown size is not constant, a check without
+    outputs is judged on its tolerance, one never run says so; `passed` and `not_judged` say what the verdict is."""
+    assert judging.undistinguishing([{"max_abs_reference": 2.0, "reference_spread": 0.0}]) == ""
+    assert judging.undistinguishing([{"max_abs_reference": 2.0, "reference_spread": 0.0,
+                                      "reference_size": 3}]) == judging.CONSTANT  # control: its size known
+    measured = {"status": "measured", "within_tolerance": True}
+    assert judging.numeric_verdict(measured) == (PASS, "")
+    assert judging.numeric_verdict(None) == (NOT_MEASURED, "not run")
+    unjudged = {**measured, "control": {"fails_as_built": False}}
+    assert judging.passed(measured) and not judging.passed(unjudged)
+    assert judging.not_judged(unjudged) and not judging.not_judged(measured)
+

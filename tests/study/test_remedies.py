@@ -307,3 +307,24 @@ def test_the_committed_summary_counts_no_comparison_that_could_not_fail():
                  for counted in summary["counts"].values())  # fmt: skip
     excluded = sum(counted["repair_not_judged"] + counted["fix_not_judged"] for counted in summary["counts"].values())
     assert passes > 0 and excluded == sum(e["part"] in ("repair", "fixed") for e in summary["not_judged"])
+
+
+def test_a_remedy_s_check_whose_control_did_not_fail_is_not_judged(monkeypatch, tmp_path):
+    """A check counts only when its control (the inputs rolled by one) fails it: a graph whose outputs do not
+    depend on its inputs passes on both, so its control did not fail (`fails_as_built` False) and the check is not
+    judged; the control, a graph whose outputs follow its inputs, fails on the rolled inputs and passes."""
+    import numpy as np
+    import torch
+
+    from where223.study.remedies import run as remedies
+    from where223.verdicts import NOT_JUDGED, PASS
+
+    inputs = {"x": torch.tensor([[0.1, 0.5, 0.9]])}
+    reference = [inputs["x"].numpy().copy()]
+    for follows, fails, verdict in ((False, False, NOT_JUDGED), (True, True, PASS)):
+        monkeypatch.setattr(remedies, "run_graph", lambda path, fed, outcome, follows=follows: (
+            [np.asarray(fed["x"]) if follows else reference[0]], "ONNX Runtime CPU"))
+        checked = remedies.check_numerics(tmp_path / "m.onnx", "accepted", inputs, reference,
+                                          remedies.RECIPES["fp32_model"])
+        assert checked["control"]["fails_as_built"] is fails and checked["verdict"] == verdict
+

@@ -478,7 +478,7 @@ def test_control_a_missing_section_or_file_is_caught(outputs_copy, monkeypatch):
     kept = [s for s in report.sections() if s is not architectures_section.section]
     monkeypatch.setattr(report, "sections", lambda: kept)
     assert structure_problems(report.build(outputs_copy), outputs_copy)[:2] == [
-        "sections numbered ['1', '2', '3', '4', '5', '7', '8', '9'] for 9 notebooks",
+        "sections numbered ['1', '2', '3', '4', '5', '7', '8', '9', '10'] for 10 notebooks",
         "no link to an executed 06_architectures"]
 
 

@@ -14,10 +14,12 @@ from where223.errors import UsageError
 class Run(Command):
     """Execute the planned notebooks with papermill into outputs/ (what `make run` does).
 
-    Exit 0 when every notebook ran, 1 when one failed (its executed copy, traceback included, is kept under
-    outputs/failed/), 2 for a plan file or an option the runner cannot use. Ctrl-C (130) or SIGTERM (143) stops
-    the notebook's kernel at once and prints one line: the copies published before and the interrupted one's
-    executed copy so far, kept under outputs/failed/ (nothing of it is published).
+    Independent notebooks run two at a time (`--jobs`), as the plan's `after:` and `alone:` allow; each is
+    published whole as it completes, one at a time. Exit 0 when every notebook ran, 1 when one failed (its executed
+    copy, traceback included, is kept under outputs/failed/; the notebooks running beside it finish, no other
+    starts), 2 for a plan file or an option the runner cannot use. Ctrl-C (130) or SIGTERM (143) stops the running
+    notebooks' kernels at once and prints one line: the copies published before and the interrupted ones' executed
+    copies so far, kept under outputs/failed/ (nothing of them is published).
     """
 
     name = "run"
@@ -29,6 +31,8 @@ class Run(Command):
         parser.add_argument("--only", metavar="01,03", help="run only notebooks whose names start with these prefixes")
         options.output_root(parser, "write")
         parser.add_argument("--kernel", default="where223", help="Jupyter kernel name (default: where223)")
+        parser.add_argument("--jobs", type=_jobs, default=2, metavar="N",
+                            help="notebooks executed at a time where the plan allows (default: 2; 1: one by one)")
         options.wait(parser)
 
     @staticmethod
@@ -38,8 +42,15 @@ class Run(Command):
         only = [prefix.strip() for prefix in args.only.split(",")] if args.only is not None else None
         plan = pipeline.select(pipeline.load_plan(args.params or pipeline.DEFAULT_PLAN), only)
         output_root = options.resolved_output_root(args, pipeline.OUTPUTS, must_exist=False)
-        pipeline.run_plan(plan, output_root, args.kernel, progress=say, wait=args.wait, written=wrote)
+        pipeline.run_plan(plan, output_root, args.kernel, progress=say, wait=args.wait, written=wrote, jobs=args.jobs)
         return 0
+
+
+def _jobs(text: str) -> int:
+    """`--jobs N`: a whole number from 1 to 16."""
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of notebooks from 1 to 16")
+    return int(text)
 
 
 class Compare(Command):

@@ -26,11 +26,13 @@ NOTEBOOKS: Path = ROOT / "notebooks"
 OUTPUTS: Path = ROOT / "outputs"
 CACHE: Path = ROOT / ".cache"
 KERNEL_NAME = "where223"
-# Inside an outputs tree: where a run writes until it completes, and where a failed run's files are kept.
+# Where a run writes until it completes: `.<tree>.staging/<run>/`, beside its outputs tree (pipeline.publish; a
+# `.staging/` inside a tree is what earlier versions left); inside the tree, where a failed run's files are kept.
 STAGING = ".staging"
 FAILED = "failed"
-# `<root>/.staging/<run>/x` is published as `<root>/x`.
-_STAGED = re.compile(rf"(^|/){re.escape(STAGING)}/[^/\s\"']+/")
+# `<parent>/.<tree>.staging/<run>/x` is published as `<parent>/<tree>/x` (a path starts a text, a line or a word, or
+# follows a folder, a quote, a bracket, `=` or `:`).
+_STAGED = re.compile(rf"(?<![^\s/'\"(\[=:])\.([^/\s\"']+){re.escape(STAGING)}/[^/\s\"']+/")
 
 
 def slug(value: object) -> str:
@@ -64,6 +66,6 @@ def input_dir(name: str, input_root: str | os.PathLike[str] | None = None) -> Pa
 
 def published(path: str) -> str:
     """The path a staged file takes once its run is published (other paths unchanged)."""
-    return _STAGED.sub(r"\1", path)
+    return _STAGED.sub(r"\1/", path)
 
 

@@ -3,7 +3,6 @@ outputs tree, and a reader of the tree sees every file of the tree before the sw
 
 Inside an outputs tree `R` (`outputs/` by default):
 
-- `R/.staging/<run>/` is where run `<run>` writes, laid out like the tree itself; it is emptied when the run starts.
 - `R/manifests/<run>.json` lists what the run published last. Other runs' files are never touched.
 - `R/failed/<run>/` keeps a failed run's staged files and its traceback (`traceback.txt`); the next success of
   the same run clears it.
@@ -11,7 +10,15 @@ Inside an outputs tree `R` (`outputs/` by default):
 Beside the tree, in its parent folder (outside what is switched, so they survive it):
 
 - `.<R>.lock` serialises writers: one process at a time stages into, publishes into or writes records into a tree.
-- `.<R>.next/` is the next tree while a publish builds it; `.<R>.old/` the previous one while it is set aside.
+- `.<R>.staging/<run>/` is where run `<run>` writes, laid out like the tree itself; it is emptied when the run
+  starts and removed once the run is published or kept. Outside the tree, so that runs executing side by side
+  (`where223 run` runs independent notebooks two at a time) keep writing while another run's publish switches
+  the tree.
+- `.<R>.next/` is the next tree while a publish builds it; `.<R>.old/` the previous one while it is set aside;
+  `.<R>.retired/` the trees publishes replaced while notebooks may still be reading them (`readers_inside`).
+
+Within a process, one thread at a time changes a tree (a publish, a failed run kept, a record written): the lock
+serialises processes, `_tree_change` the threads of one `where223 run`. Execution is parallel, publishing serial.
 
 Publishing builds the next tree as hard links to every file of the tree (nothing is copied; files are only ever
 replaced, never changed in place) with the run's staged files linked over them, its stale files left out and its
@@ -21,8 +28,8 @@ Before the swap nothing in the tree changed: a failure leaves it as it was and m
 failure between the two renames the old tree back; a reader may then find no tree for that instant, never a mix.
 A writer killed at any step leaves the tree old or new; the next writer to take the lock removes what it left
 (and renames an old tree set aside back, should the tree be missing). The tree must be one filesystem: a mount
-inside it (a read-only bind mount, say) makes every publish fail, leaving the tree as it was. `.staging/`,
-`failed/` and the lock, next and old paths are git-ignored.
+inside it (a read-only bind mount, say) makes every publish fail, leaving the tree as it was. `failed/` and
+the lock, staging, next, old and retired paths are git-ignored.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import fcntl
 import json
 import os
 import shutil
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,8 +52,15 @@ from where223.pipeline.records import write_json
 
 MANIFESTS = "manifests"
 
-# The locks this process holds, by tree: (open lock file, depth), so that nested holders share one lock.
+# The locks this process holds, by tree: (open lock file, depth), so that nested holders (and the threads of one
+# `where223 run`, which holds the lock for them all) share one lock; `_holding` guards the table.
 _held: dict[Path, tuple[int, int]] = {}
+_holding = threading.Lock()
+# One change of a tree at a time within this process: a publish, a failed run kept, a record written. A change made
+# while another thread's publish builds the next tree would be lost in its switch.
+_tree_change = threading.RLock()
+# The trees whose replaced trees are set aside rather than removed (`readers_inside`): tree -> how many set aside.
+_retiring: dict[Path, int] = {}
 
 
 class OutputsBusyError(UsageError, RuntimeError):
@@ -74,6 +89,18 @@ def old_tree(output_root: Path = OUTPUTS) -> Path:
     return root.parent / f".{root.name}.old"
 
 
+def staging_area(output_root: Path = OUTPUTS) -> Path:
+    """Where runs write until they complete, one folder each: beside the tree, so a switch leaves it alone."""
+    root = Path(output_root)
+    return root.parent / f".{root.name}{STAGING}"
+
+
+def retired_trees(output_root: Path = OUTPUTS) -> Path:
+    """Where the trees publishes replaced wait while notebooks may still read them (`readers_inside`)."""
+    root = Path(output_root)
+    return root.parent / f".{root.name}.retired"
+
+
 def _holder(lock_fd: int) -> str:
     """The pid the lock file names ('unknown' while the holder has not written it yet)."""
     os.lseek(lock_fd, 0, os.SEEK_SET)
@@ -84,13 +111,14 @@ def recover(output_root: Path = OUTPUTS) -> None:
     """Undo what a writer killed mid-publish left beside the tree; call with the lock held.
 
     A tree set aside while the tree itself is missing is renamed back (the publish never completed); any other
-    next or old tree is a leftover (half built, or the previous tree half removed) and is removed.
+    next or old tree is a leftover (half built, or the previous tree half removed) and is removed, as are the
+    staging folders of runs that never completed and the retired trees of a run that did not end.
     """
     root = Path(output_root)
     old = old_tree(root)
     if old.is_dir() and not os.path.lexists(root):
         os.rename(old, root)
-    for leftover in (next_tree(root), old):
+    for leftover in (next_tree(root), old, staging_area(root), retired_trees(root)):
         if os.path.lexists(leftover):
             shutil.rmtree(leftover)
 
@@ -106,10 +134,12 @@ def outputs_lock(
     however it ends, and survives the tree's switch.
     """
     root = Path(output_root).resolve()
-    if root in _held:
-        lock_fd, depth = _held[root]
-        _held[root] = (lock_fd, depth + 1)
-    else:
+    with _holding:
+        nested = root in _held
+        if nested:
+            lock_fd, depth = _held[root]
+            _held[root] = (lock_fd, depth + 1)
+    if not nested:
         root.parent.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(lock_path(root), os.O_RDWR | os.O_CREAT, 0o666)
         try:
@@ -132,22 +162,66 @@ def outputs_lock(
         except BaseException:
             os.close(lock_fd)
             raise
-        _held[root] = (lock_fd, 1)
+        with _holding:
+            _held[root] = (lock_fd, 1)
     try:
         yield
     finally:
-        lock_fd, depth = _held[root]
-        if depth > 1:
-            _held[root] = (lock_fd, depth - 1)
-        else:
-            del _held[root]
-            os.ftruncate(lock_fd, 0)
-            os.close(lock_fd)  # closing the last descriptor releases the flock
+        with _holding:
+            lock_fd, depth = _held[root]
+            if depth > 1:
+                _held[root] = (lock_fd, depth - 1)
+            else:
+                del _held[root]
+                os.ftruncate(lock_fd, 0)
+                os.close(lock_fd)  # closing the last descriptor releases the flock
 
 
 def staging_dir(name: str, output_root: Path = OUTPUTS) -> Path:
-    """Where run `name` writes until it completes."""
-    return Path(output_root) / STAGING / name
+    """Where run `name` writes until it completes (beside the tree: `staging_area`)."""
+    return staging_area(output_root) / name
+
+
+def _tidy_staging(stage: Path) -> None:
+    """Remove a stage that is published or kept, and the staging area once no run stages there."""
+    shutil.rmtree(stage, ignore_errors=True)
+    try:
+        os.rmdir(stage.parent)
+    except OSError:  # another run stages there (or it is gone)
+        pass
+
+
+@contextmanager
+def readers_inside(output_root: Path = OUTPUTS) -> Iterator[None]:
+    """While the block runs, a publish into the tree sets the tree it replaced aside (`retired_trees`) instead of
+    removing it at once, and the block's end removes them. For notebooks that run while other runs publish
+    (`where223 run`'s parallel runs): one listing a folder of the tree at the moment of a switch lists the previous
+    tree's folder, which removing it then would empty under the listing. Call with the lock held."""
+    root = Path(output_root).resolve()
+    with _tree_change:
+        nested = root in _retiring
+        _retiring.setdefault(root, 0)
+    try:
+        yield
+    finally:
+        if not nested:
+            with _tree_change:
+                del _retiring[root]
+                shutil.rmtree(retired_trees(root), ignore_errors=True)
+
+
+def _discard(previous: Path, root: Path) -> None:
+    """The tree a switch replaced: removed, or set aside while notebooks may read it (`readers_inside`)."""
+    if root in _retiring:
+        retired = retired_trees(root)
+        retired.mkdir(exist_ok=True)
+        _retiring[root] += 1
+        try:
+            os.rename(previous, retired / str(_retiring[root]))
+            return
+        except OSError:
+            pass
+    shutil.rmtree(previous, ignore_errors=True)  # a killed writer leaves it to the next one (`recover`)
 
 
 def failed_dir(name: str, output_root: Path = OUTPUTS) -> Path:
@@ -222,16 +296,24 @@ def _switch(root: Path, built: Path) -> Path:
 
 def publish(name: str, output_root: Path = OUTPUTS) -> list[str]:
     """Switch run `name`'s staged files into the tree in one step, without what only it published before, with
-    its manifest; then remove the previous tree. Returns the published files, relative to the tree, sorted.
+    its manifest; then remove the previous tree (or set it aside: `readers_inside`) and the staging folder. Returns
+    the published files, relative to the tree, sorted. One publish at a time in this process (`_tree_change`).
 
     Raises before the switch with the tree untouched and the staging folder in place; once the switch is made the
-    run is published (the staging folder is gone from the tree) and only removing the previous tree remains.
+    run is published (the tree's manifest of `name` is the new one) and only tidying remains.
     """
     root = Path(output_root).resolve()
     if os.path.ismount(root):
         raise PublishError(
             f"{root} is a mount point: publishing switches the whole folder, so mount the folder above it instead"
         )
+    with _tree_change:
+        files = _publish(name, root)
+    _tidy_staging(staging_dir(name, root))
+    return files
+
+
+def _publish(name: str, root: Path) -> list[str]:
     stage = staging_dir(name, root)
     files = sorted(path.relative_to(stage).as_posix() for path in stage.rglob("*") if not path.is_dir())
     manifest = manifest_path(name, root)
@@ -256,17 +338,19 @@ def publish(name: str, output_root: Path = OUTPUTS) -> list[str]:
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
         raise
-    shutil.rmtree(previous, ignore_errors=True)  # a killed writer leaves it to the next one (`recover`)
+    _discard(previous, root)
     return files
 
 
 def keep_failed(name: str, error: BaseException, output_root: Path = OUTPUTS) -> Path:
     """Move run `name`'s staged files to `failed/<name>/` with the traceback; returns that folder."""
     kept = failed_dir(name, output_root)
-    shutil.rmtree(kept, ignore_errors=True)
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staging_dir(name, output_root), kept)
-    (kept / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+    with _tree_change:
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging_dir(name, output_root), kept)
+        (kept / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+    _tidy_staging(staging_dir(name, output_root))
     return kept
 
 
@@ -288,11 +372,14 @@ def staged(name: str, output_root: Path = OUTPUTS, wait: bool = False) -> Iterat
         except BaseException as error:
             keep_failed(name, error, root)
             raise
+        manifest = manifest_path(name, root)
+        before = _identity(manifest)
         try:
             publish(name, root)
         except BaseException as error:
-            if not stage.is_dir():
-                raise  # switched already: published; interrupted while removing the previous tree
+            if _identity(manifest) != before:  # each publish writes a new manifest: the switch was made
+                _tidy_staging(stage)
+                raise  # published; interrupted while removing the previous tree or the stage
             kept = keep_failed(name, error, root)
             if isinstance(error, OSError) and not isinstance(error, UsageError):
                 where = f" ({error.filename})" if error.filename else ""
@@ -304,9 +391,18 @@ def staged(name: str, output_root: Path = OUTPUTS, wait: bool = False) -> Iterat
             raise
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file at `path` (device, inode), None when there is none."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def write_record(path: Path, data: object, tree: Path) -> Path:
     """Write the JSON record `path` straight into the published tree `tree` (a sweep's record, cell by cell),
     holding the tree's lock: a publish in progress is waited for, since a record written while it builds the next
     tree would be lost in the switch."""
-    with outputs_lock(tree, wait=True):
+    with outputs_lock(tree, wait=True), _tree_change:
         return write_json(path, data)

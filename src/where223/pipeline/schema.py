@@ -190,9 +190,11 @@ def _where(value: Any, pointer: str) -> str:
 
 
 def role_problems(root: str | os.PathLike[str], relatives: Iterable[str],
-                  types_of: Mapping[str, type] | None = None) -> list[str]:
+                  types_of: Mapping[str, type] | None = None, made: Mapping[str, Any] | None = None) -> list[str]:
     """Where a role a record type declares names no place: a part its TypedDicts refute, or, below `Any`, a
-    pattern that names nothing in any of the records `relatives` (paths under `root`) of its type."""
+    pattern that names nothing in any of the records `relatives` (paths under `root`) of its type, nor in the
+    records `made` (relative path -> record) that today's code writes, for leaves newer than every committed
+    record of their type."""
     types_of = record_types() if types_of is None else types_of
     found: list[str] = []
     pending: dict[type, dict[str, tuple[str, ...]]] = {}
@@ -204,14 +206,15 @@ def role_problems(root: str | os.PathLike[str], relatives: Iterable[str],
             elif declaration.typed < len(declaration.parts):
                 pending.setdefault(record_type, {})[declaration.pattern] = declaration.parts
     counted: dict[type, int] = {}
-    for relative in relatives:
+    made = made or {}
+    for relative in [*relatives, *made]:
         record_type = type_of(relative, types_of)
         wanted = pending.get(record_type) if record_type is not None else None
         if not wanted:
             continue
         counted[record_type] = counted.get(record_type, 0) + 1
         try:
-            value = json.loads((Path(root) / relative).read_text())
+            value = made[relative] if relative in made else json.loads((Path(root) / relative).read_text())
         except (OSError, ValueError):
             continue  # check_records says why
         for pattern, parts in list(wanted.items()):

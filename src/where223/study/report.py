@@ -7,6 +7,7 @@ on GitHub and offline; each figure links the executed notebook that drew it.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,67 +19,9 @@ from where223.pipeline.params import EMULATED_CUDA_FP16 as EMULATED
 from where223.pipeline.paths import OUTPUTS
 from where223.pipeline.publish import outputs_lock
 from where223.pipeline.records import read_json
-from where223.pipeline.run import DEFAULT_PLAN, PlannedRun, load_plan
-
-REPRODUCE, GRAPH, FIX = "01_reproduce", "02_graph", "03_fix_and_verify"
-
-
-
-def find_run(outputs: Path, given: Mapping[str, object]) -> str:
-    """The folder of the reproduction run that notebook parameters `given` produced, found from the records'
-    own parameters (a folder counts only under its own run name); the newest record if several match."""
-    found = []
-    for record in outputs.glob("*/reproduce.json"):
-        parameters = read_json(record)["parameters"]
-        if runs.run_name(parameters) == record.parent.name and runs.produced_by(given, parameters):
-            found.append((record.stat().st_mtime, record.parent.name))
-    if not found:
-        raise FileNotFoundError(f"no run under {outputs} was made with {dict(given)}: run `make run`")
-    return max(found)[1]
-
-
-class Report:
-    """Markdown lines built against one outputs folder and the plan that filled it; links are relative to it."""
-
-    def __init__(self, outputs: Path, plan: list[PlannedRun]) -> None:
-        self.outputs = outputs
-        self.plan = plan
-        self.lines: list[str] = []
-
-    def json(self, relative: str) -> dict[str, Any]:
-        return read_json(self.outputs / relative)
-
-    def planned(self, notebook: str, parameters: Mapping[str, object]) -> PlannedRun:
-        """The plan's first run of `notebook` with the reproduction run of `parameters` (its executed copy)."""
-        for run in self.plan:
-            if run.notebook == notebook and runs.produced_by(run.parameters, parameters):
-                return run
-        raise ValueError(f"the plan runs no {notebook} for {runs.run_name(parameters)}")
-
-    def fix_run(self) -> PlannedRun:
-        """The plan's first run of notebook 03 (it names its variant): the subject of sections 2 and 3."""
-        for run in self.plan:
-            if run.notebook == FIX and "variant" in run.parameters:
-                return run
-        raise ValueError(f"the plan runs no {FIX} that names its variant")
-
-    def add(self, *lines: str) -> None:
-        self.lines.extend(lines)
-
-    def figure(self, stem: str, caption: str, notebook: str) -> None:
-        """An image with its caption and links to the notebook that drew it (ipynb renders on GitHub)."""
-        if not (self.outputs / f"{stem}.png").is_file():
-            raise FileNotFoundError(f"{stem}.png is missing from {self.outputs}: run `make run`")
-        self.add(
-            f"![{caption}]({stem}.png)",
-            "",
-            f"*{caption}.* Drawn by [`{notebook}`](notebooks/{notebook}.ipynb) "
-            f"([HTML](notebooks/{notebook}.html), [SVG]({stem}.svg)).",
-            "",
-        )
-
-    def text(self) -> str:
-        return "\n".join(self.lines).rstrip() + "\n"
+from where223.pipeline.run import DEFAULT_PLAN, load_plan
+from where223.study._glance import Glance
+from where223.study._page import GRAPH, REPRODUCE, Report, find_run
 
 
 def _stack(record: dict[str, Any]) -> str:
@@ -292,11 +235,59 @@ def cause(report: Report) -> None:
 
 
 
+def failure_glance(report: Report) -> Glance:
+    """Section 1's line: on how many of its paths the seed's error reproduced, and the types ONNX Runtime bound,
+    under CPU bf16 autocast and, where the plan runs them, under CUDA's fp16 policy emulated."""
+    glance = Glance(1, "The failure")
+    policies = [("CPU bf16 autocast", [{"path": path} for path in runs.PATHS])]
+    emulated = [run.parameters for run in report.plan
+                if run.notebook == REPRODUCE and run.parameters.get("amp_dtype") == EMULATED]
+    if emulated:
+        policies.append(("CUDA's fp16 policy emulated on CPU", emulated))
+    said = []
+    for policy, planned in policies:
+        paths = [f"{find_run(report.outputs, given)}/reproduce.json" for given in planned]
+        records = [report.json(path) for path in paths]
+        reproduced = sum(record["status"] == "reproduced" for record in records)
+        bound = dict.fromkeys(" vs ".join(binding["bound_types"]).replace("tensor(", "").replace(")", "")
+                              for record in records
+                              if (binding := (record["error"] or {}).get("type_binding") or {}).get("bound_types"))
+        said.append(f"{glance.quote(reproduced, paths, 'status', equal='reproduced')} of "
+                    f"{glance.quote(len(records), paths, 'status', reduce='len')} paths under {policy}"
+                    + (f" ({'; '.join(bound)})" if bound else ""))
+    return glance.says(f"ONNX Runtime refuses the exported attention's `Where`, its inputs bound to two types, on "
+                       f"{', and on '.join(said)}: the seed's error, reproduced.")
+
+
+def cause_glance(report: Report) -> Glance:
+    """Section 2's line: the type-binding conflicts lint finds, the source line blame names, and how many line
+    results eager and the graph compute in different dtypes."""
+    from where223.graph.lint import FindingKind
+
+    glance = Glance(2, "Its cause")
+    source = find_run(report.outputs, report.fix_run().parameters)
+    paths = {name: f"{source}/graph/{name}.json" for name in ("lint", "blame", "divergence")}
+    lint, blame, found = (report.json(path) for path in paths.values())
+    conflicts = [v for v in lint["violations"] if v["kind"] == FindingKind.BINDING_CONFLICT]
+    top = blame["model_frames"][0]
+    operators = ", ".join(f"`{op}`" for op in dict.fromkeys(v["op_type"] for v in conflicts))
+    counted = glance.quote(len(conflicts), paths["lint"], "violations.*.kind", equal=FindingKind.BINDING_CONFLICT.value)
+    return glance.says(
+        f"`where223 lint` finds {counted} type-binding conflicts ({operators or 'none'}) among the "
+        f"{glance.quote(lint['nodes_checked'], paths['lint'], 'nodes_checked')} nodes; `where223 blame` traces the "
+        f"node ONNX Runtime refuses to line {glance.quote(top['line'], paths['blame'], 'model_frames[0].line')} of "
+        f"`{top['file']}`, {markdown.code(top['code'] or '')}; run eagerly under the same autocast, "
+        f"{glance.quote(found['count'], paths['divergence'], 'count')} of "
+        f"{glance.quote(found['joined'], paths['divergence'], 'joined')} line results have another dtype in the "
+        "graph.")
+
+
 def sections() -> list[Callable[[Report], None]]:
-    """Sections 1-2 (the failure and its cause) from here, then each question's own `section` (3-9), in order, and
+    """Sections 1-2 (the failure and its cause) from here, then each question's own `section` (3-10), in order, and
     the appendix of question 7's refusal groups."""
     from where223.study.architectures import section as architectures
     from where223.study.classes import section as classes
+    from where223.study.conversions import section as conversions
     from where223.study.fix import section as fix
     from where223.study.fx import section as fx
     from where223.study.matrix import section as matrix
@@ -304,11 +295,32 @@ def sections() -> list[Callable[[Report], None]]:
     from where223.study.variants import section as variants
 
     return [failure, cause, fix.section, variants.section, matrix.section, architectures.section, classes.section,
-            remedies.section, fx.section, classes.appendix]
+            remedies.section, fx.section, conversions.section, classes.appendix]
+
+
+def glances(report: Report) -> list[Glance]:
+    """Each section's line for "At a glance", in the sections' order: sections 1 and 2's from here, every other
+    from its module's `glance`, where it offers one (None: nothing to say yet)."""
+    own: dict[Callable[[Report], None], Callable[[Report], Glance | None]] = {failure: failure_glance,
+                                                                             cause: cause_glance}
+    offered: list[Callable[[Report], Glance | None]] = []
+    for section in sections():
+        offer = own.get(section) or getattr(sys.modules[section.__module__], "glance", None)
+        if offer is not None and offer not in offered:
+            offered.append(offer)
+    return [glance for glance in (offer(report) for offer in offered) if glance is not None]
+
+
+def at_a_glance(report: Report) -> list[str]:
+    """The "At a glance" lines, each linking the heading of its section (the sections already written)."""
+    headings = {int(match[1]): line for line in report.lines if (match := re.match(r"## (\d+)\. ", line))}
+    return ["## At a glance", "", *[glance.line(markdown.anchor(headings[glance.section]))
+                                    for glance in glances(report)], ""]
 
 
 def build(outputs: Path = OUTPUTS, plan: Path = DEFAULT_PLAN) -> str:
-    """The whole write-up as Markdown, from the records under `outputs` of the runs of `plan`."""
+    """The whole write-up as Markdown, from the records under `outputs` of the runs of `plan`: the answers first,
+    one line each (`at_a_glance`), then a section per question."""
     report = Report(outputs, load_plan(plan))
     report.add(
         "# where223: GPT-2's `Where` type error under mixed precision, reproduced, explained and fixed",
@@ -316,8 +328,10 @@ def build(outputs: Path = OUTPUTS, plan: Path = DEFAULT_PLAN) -> str:
         "Generated by `make run` from the JSON records under `outputs/`; every number below is read from them.",
         "",
     )
+    opening = len(report.lines)
     for section in sections():
         section(report)
+    report.lines[opening:opening] = at_a_glance(report)
     return report.text()
 
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypedDict
 
-from where223.pipeline.roles import ENVIRONMENT, TIMING, Role, Within
+from where223.pipeline.roles import ENVIRONMENT, TIMING, Informational, Role, Within
 
 TRACEBACK = Role("environment", "a traceback's last lines: the frames of the code that ran (where223's and the "
                  "stack's paths, lines and source) and the end of the message, which `message` and `causes` hold")
 ATTEMPTS = Within({"[*].traceback_tail": TRACEBACK})  # a record's earlier attempts, each ended by an error
+# An exported file's size: the exporters write the Python call stack into node doc strings, so the size moves with
+# the paths and lines of the code that called them (a faithful rerun after a file moved differs by those bytes).
+EXPORTED_BYTES = Informational("the exported file's size, which holds the call stack's paths in node doc strings")
 
 
 class CellKey(TypedDict):

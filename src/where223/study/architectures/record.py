@@ -3,7 +3,8 @@
 own interpreter.
 
 Roles (`where223.pipeline.roles`): the engine's (`where223.sweep.cell_types`: times, host, tracebacks) and the
-environment's; the summary's update time is a timing. Everything else decides.
+environment's; the summary's update time is a timing; the exported file's size is informational (its doc strings
+hold the call stack's paths). Everything else decides.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated, Any, TypedDict
 
 from where223.pipeline.record import Environment
 from where223.pipeline.roles import TIMING
-from where223.sweep.cell_types import ATTEMPTS, CellError, CellRecord
+from where223.sweep.cell_types import ATTEMPTS, EXPORTED_BYTES, CellError, CellRecord
 
 
 class _Architecture(CellRecord):
@@ -32,7 +33,8 @@ _ArchitectureOptional = TypedDict("_ArchitectureOptional", {
     "class": str, "head": str, "shrink": str, "config_changes": dict[str, Any], "parameters": int,
     "inputs": dict[str, Any],
     "attempts": Annotated[list[dict[str, Any]], ATTEMPTS], "export": dict[str, Any], "export_warnings": list[str],
-    "onnx_bytes": int, "ort": dict[str, Any], "lint": dict[str, Any], "blame": list[dict[str, Any]],
+    "onnx_bytes": Annotated[int, EXPORTED_BYTES], "ort": dict[str, Any], "lint": dict[str, Any],
+    "blame": list[dict[str, Any]],
     "divergence": dict[str, Any], "error": CellError,
 }, total=False)
 

@@ -3,19 +3,19 @@
 The sweep's cell entry point (`python -m where223.sweep.cell`, any model of `spaces/model_types-4.25.1.txt`) runs
 it in a fresh interpreter per cell with a time limit, so a hang or a crash costs one architecture, with the
 stack's transformers release first on PYTHONPATH, which no running process can do. Under the matrix's recipe
-(`cpu_bf16_autocast`) and exporter (`torchscript`) it:
+(`cpu_bf16_autocast`) and exporter (`torchscript`) it runs every transformers cell's stages (`where223.study._cell`):
 
 1. builds the model type's causal-LM head (else its base model) from `CONFIG_MAPPING[model_type]()` with
-   random weights, shrunk generically by config attribute names (`shrink_config`): widths divided by
+   random weights, shrunk generically by config attribute names (`_cell.build.shrink_config`): widths divided by
    `WIDTH_DIVISOR` (heads kept, so head sizes stay whole), layers and stage depths cut, vocabularies capped,
    images made small, with `OVERRIDES` where that breaks an architecture's own invariants; when the shrunk
    model cannot be built or run, only depths and vocabularies are cut (`SHRINK_LEVELS`);
-2. feeds it what its forward accepts (`model_inputs`: token ids, pixel values, audio features or values,
-   trajectories, decoder ids for encoder-decoders) and runs it once in fp32;
+2. feeds it what its forward accepts (`_cell.build.model_inputs`: token ids, pixel values, audio features or
+   values, trajectories, decoder ids for encoder-decoders) and runs it once in fp32;
 3. exports it on CPU under bf16 autocast in training mode at opset 17 with the Python stacks kept in the nodes'
-   doc strings (`where223.gpt2.export`'s settings, for any module and inputs);
+   doc strings (`where223.gpt2.export`'s settings, for any module and inputs: `_cell.stages.export_module`);
 4. asks ONNX Runtime (`where223.graph.ort.judge`), lints the graph, blames every type-binding conflict's node,
-   and joins the eager dtypes with the graph (`where223.eager.divergence`).
+   and, its own stage, joins the eager dtypes with the graph (`where223.eager.divergence`).
 
 Every stage that fails is recorded with its reason; the record is written only when the cell ends.
 """
@@ -23,438 +23,16 @@ Every stage that fails is recorded with its reason; the record is written only w
 from __future__ import annotations
 
 import functools
-import inspect
-import re
 import warnings
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from where223 import files
-from where223.graph.ort import refused_node
-from where223.outcomes import Outcome, from_verdict
-from where223.pipeline import portable
-from where223.sweep.exporters import EXPORTERS, NotApplicable
+from where223.study._cell.build import BATCH, DEVICE, build_and_feed
+from where223.study._cell.stages import Timed, export_into, judge_into, lint_and_blame, positional
 from where223.sweep.recipes import RECIPES, Recipe
-from where223.sweep.stages import describe_error, time_stage, warning_lines
+from where223.sweep.stages import describe_error, time_stage
 
-DEVICE = "cpu"
-BATCH = 2
-SEQ_LEN = 16
-WIDTH_DIVISOR = 8
-MAX_VOCAB = 1024
-IMAGE_SIZE = 64
-AUDIO_SAMPLES = 4000
-AUDIO_FRAMES = 64
-BLAME_LIMIT = 50  # blamed nodes kept per record (distinct source lines are what the groups use)
 DIVERGENCE_LIMIT = 50
-_TORCH_FILE = re.compile(r"(^|[/\\])torch[/\\]")
-
-
-# Config attributes that are widths (divided by WIDTH_DIVISOR) or depths (cut to DEPTH); found by name.
-WIDTH_ATTRIBUTES = frozenset(
-    """hidden_size intermediate_size d_model encoder_ffn_dim decoder_ffn_dim d_ff n_embd n_inner d_inner embed_dim
-    hidden_sizes d_kv embedding_size projection_dim ffn_dim dim hidden_dim d_embed emb_dim word_embed_proj_dim
-    rotary_dim decoder_hidden_size decoder_intermediate_size feed_forward_size attention_head_size d_head
-    d_latents pooler_hidden_size conv_dim tdnn_dim output_hidden_size true_hidden_size intra_bottleneck_size
-    entity_emb_size xpath_unit_hidden_size fusion_hidden_size neck_hidden_sizes mask_feature_size
-    fpn_feature_size classifier_proj_size codevector_dim proj_codevector_dim xvector_output_dim
-    projection_intermediate_dim input_embedding_size output_embedding_size visual_embedding_dim
-    attention_head_dim shape_embed_dim pronunciation_embed_dim auxiliary_channels coordinate_size
-    shape_size mit_hidden_size mit_intermediate_size""".split()
-)
-DEPTH_ATTRIBUTES = frozenset(
-    """num_hidden_layers n_layer num_layers encoder_layers decoder_layers num_decoder_layers n_layers
-    num_encoder_layers decoder_num_hidden_layers num_self_attends_per_block l_layers x_layers r_layers
-    num_sparse_encoder_layers num_sparse_decoder_layers depths depth block_sizes""".split()
-)
-VOCAB_ATTRIBUTES = frozenset(
-    {"vocab_size", "decoder_vocab_size", "src_vocab_size", "tgt_vocab_size", "entity_vocab_size"}
-)
-DEPTH = 2
-# Where generic shrinking breaks an architecture's own invariants.
-OVERRIDES: dict[str, dict[str, Any]] = {
-    "reformer": {  # training needs seq_len == prod(axial_pos_shape); the chunks must divide it
-        "axial_pos_shape": (4, 4),
-        "axial_pos_embds_dim": (16, 16),
-        "lsh_attn_chunk_length": 4,
-        "local_attn_chunk_length": 4,
-        "attn_layers": ["local", "lsh"],
-        "is_decoder": True,  # what its causal-LM head asserts
-    },
-    "transfo-xl": {"cutoffs": [256, 512], "tie_projs": [False, True, True]},  # one projection per cluster
-    "whisper": {"max_source_positions": AUDIO_FRAMES // 2},
-    "big_bird": {"attention_type": "original_full"},
-    "bigbird_pegasus": {"attention_type": "original_full"},
-    "switch_transformers": {"num_sparse_encoder_layers": 1, "num_sparse_decoder_layers": 1},
-    "gpt_neox": {"num_attention_heads": 8},  # rotary_pct of a 12-wide head would be odd
-    "esm": {"vocab_size": 33, "pad_token_id": 1},  # EsmConfig() leaves the vocabulary unset
-    "cvt": {"depth": [1, 2, 3]},  # stage i indexes the drop-path rates of its depth by i
-    "layoutlmv3": {"input_size": IMAGE_SIZE},  # the image the visual position embeddings are sized for
-}
-# Model types mapped to a class but without a config of their own: the config they are built from.
-CONFIG_OF: dict[str, str] = {"decision_transformer_gpt2": "decision_transformer", "nllb": "m2m_100"}
-# Shrinking from most to least: "small" (everything), "layers" (depths and vocabularies only). The config as is
-# is never tried: some defaults are billions of parameters.
-SHRINK_LEVELS: tuple[str, ...] = ("small", "layers")
-
-
-def _divide(value: Any) -> Any:
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return max(1, value // WIDTH_DIVISOR) if value >= 2 * WIDTH_DIVISOR else value
-    if isinstance(value, list):
-        return [_divide(item) for item in value]
-    return value
-
-
-def _cut_depth(value: Any) -> Any:
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return min(value, DEPTH)
-    if isinstance(value, list):
-        return [min(item, 1) if isinstance(item, int) else item for item in value]
-    return value
-
-
-def _sub_configs(config: Any) -> list[Any]:
-    from transformers import PretrainedConfig
-
-    return [value for value in vars(config).values() if isinstance(value, PretrainedConfig)]
-
-
-def shrink_config(config: Any, level: str) -> dict[str, Any]:
-    """Shrink `config` in place (and its sub-configs) to `level`; returns the attributes changed."""
-    changed: dict[str, Any] = {}
-    attributes = vars(config)
-    for name, value in list(attributes.items()):
-        new = value
-        if name in DEPTH_ATTRIBUTES:
-            new = _cut_depth(value)
-        elif level == "small" and name in WIDTH_ATTRIBUTES:
-            new = _divide(value)
-        elif name in VOCAB_ATTRIBUTES and isinstance(value, int):
-            new = min(value, MAX_VOCAB)
-        elif level == "small" and name == "image_size":
-            new = [IMAGE_SIZE, IMAGE_SIZE] if isinstance(value, (list, tuple)) else min(value, IMAGE_SIZE)
-        elif level == "small" and name == "num_frames" and isinstance(value, int):
-            new = min(value, 4)
-        if new != value:
-            setattr(config, name, new)
-            changed[name] = new
-    vocab = getattr(config, "vocab_size", None)
-    for name, value in list(attributes.items()):  # special token ids must stay inside the capped vocabulary
-        if isinstance(vocab, int) and name.endswith("token_id") and isinstance(value, int) and value >= vocab:
-            setattr(config, name, vocab - 1)
-            changed[name] = vocab - 1
-    for sub in _sub_configs(config):
-        for name, value in shrink_config(sub, level).items():
-            changed[f"{type(sub).__name__}.{name}"] = value
-    return changed
-
-
-def _text_vocab(config: Any) -> int:
-    for candidate in (config, getattr(config, "text_config", None), getattr(config, "decoder", None)):
-        vocab = getattr(candidate, "vocab_size", None)
-        if isinstance(vocab, int) and vocab >= 1:
-            return vocab
-    return 100
-
-
-def _attribute(config: Any, name: str, default: Any) -> Any:
-    """`name` from the config or the first sub-config that has it."""
-    for candidate in (config, *_sub_configs(config)):
-        value = getattr(candidate, name, None)
-        if value is not None:
-            return value
-    return default
-
-
-def _pixel_values(torch: Any, config: Any, generator: Any) -> Any:
-    size = _attribute(config, "image_size", IMAGE_SIZE)
-    height, width = (size, size) if isinstance(size, int) else size
-    channels = _attribute(config, "num_channels", 3)
-    frames = _attribute(config, "num_frames", None)
-    shape = (BATCH, frames, channels, height, width) if frames else (BATCH, channels, height, width)
-    return torch.randn(*shape, generator=generator)
-
-
-def _input_features(torch: Any, model_type: str, config: Any, generator: Any) -> Any:
-    if model_type == "whisper":
-        return torch.randn(BATCH, config.num_mel_bins, 2 * config.max_source_positions, generator=generator)
-    features = getattr(config, "input_feat_per_channel", 80) * getattr(config, "input_channels", 1)
-    return torch.randn(BATCH, AUDIO_FRAMES, features, generator=generator)
-
-
-def _input_values(torch: Any, config: Any, generator: Any) -> Any:
-    if hasattr(config, "num_mel_bins") and isinstance(getattr(config, "max_length", None), int):
-        return torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=generator)  # spectrograms
-    return torch.randn(BATCH, AUDIO_SAMPLES, generator=generator)
-
-
-def _token_ids(torch: Any, vocab: int, generator: Any, length: int = SEQ_LEN) -> Any:
-    return torch.randint(min(4, vocab - 1), vocab, (BATCH, length), generator=generator)
-
-
-def input_makers(torch: Any, model_type: str, config: Any) -> dict[str, Callable[[], Any]]:
-    """A maker of one random tensor per forward parameter name this sweep knows how to feed."""
-    generator = torch.Generator().manual_seed(0)
-    vocab = _text_vocab(config)
-    length = SEQ_LEN
-    if model_type == "trajectory_transformer":
-        length = config.transition_dim * 2
-    state_dim = getattr(config, "state_dim", 1)
-    act_dim = getattr(config, "act_dim", 1)
-    return {
-        "input_ids": lambda: _token_ids(torch, vocab, generator, length),
-        "decoder_input_ids": lambda: _token_ids(torch, vocab, generator),
-        "attention_mask": lambda: torch.ones(BATCH, length, dtype=torch.long),
-        "pixel_values": lambda: _pixel_values(torch, config, generator),
-        "input_features": lambda: _input_features(torch, model_type, config, generator),
-        "input_values": lambda: _input_values(torch, config, generator),
-        "visual_feats": lambda: torch.randn(BATCH, 4, config.visual_feat_dim, generator=generator),
-        "visual_pos": lambda: torch.rand(BATCH, 4, config.visual_pos_dim, generator=generator),
-        "inputs": lambda: torch.randn(BATCH, length, config.d_model, generator=generator),
-        "trajectories": lambda: _token_ids(torch, vocab, generator, length),
-        "states": lambda: torch.randn(BATCH, length, state_dim, generator=generator),
-        "actions": lambda: torch.randn(BATCH, length, act_dim, generator=generator),
-        "rewards": lambda: torch.randn(BATCH, length, 1, generator=generator),
-        "returns_to_go": lambda: torch.randn(BATCH, length, 1, generator=generator),
-        "timesteps": lambda: torch.arange(length).repeat(BATCH, 1),
-        "input_ids_query": lambda: _token_ids(torch, vocab, generator, length),  # RetriBERT's two towers
-        "attention_mask_query": lambda: torch.ones(BATCH, length, dtype=torch.long),
-        "input_ids_doc": lambda: _token_ids(torch, vocab, generator, length),
-        "attention_mask_doc": lambda: torch.ones(BATCH, length, dtype=torch.long),
-    }
-
-
-# Optional parameters fed whenever the forward has them: what makes the model whole (both towers, the mask).
-ALWAYS_FED = ("input_ids", "attention_mask", "pixel_values", "visual_feats", "visual_pos")
-
-
-def model_inputs(torch: Any, model: Any, model_type: str) -> dict[str, Any]:
-    """The tensors to call `model` with, by forward parameter name; ValueError naming a parameter it cannot feed."""
-    config = model.config
-    makers = input_makers(torch, model_type, config)
-    parameters = inspect.signature(model.forward).parameters
-    wanted = [
-        name
-        for name, parameter in parameters.items()
-        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-        and (
-            parameter.default is parameter.empty
-            or name in ALWAYS_FED
-            or name == getattr(model, "main_input_name", None)
-            or (name == "decoder_input_ids" and config.is_encoder_decoder)
-        )
-    ]
-    if model_type == "decision_transformer":  # every trajectory input defaults to None, yet all are needed
-        wanted = ["states", "actions", "rewards", "returns_to_go", "timesteps", "attention_mask"]
-    missing = [name for name in wanted if name not in makers]
-    if missing:
-        raise ValueError(f"no input for required forward parameter(s) {', '.join(missing)}")
-    return {name: makers[name]() for name in wanted}
-
-
-def flat_tensors(output: Any) -> list[Any]:
-    """Every tensor in a model's output (ModelOutput, tuples, lists, dicts), in order."""
-    import torch
-
-    if isinstance(output, torch.Tensor):
-        return [output]
-    if hasattr(output, "to_tuple"):
-        output = output.to_tuple()
-    if isinstance(output, dict):
-        output = list(output.values())
-    if isinstance(output, (tuple, list)):
-        return [tensor for item in output for tensor in flat_tensors(item)]
-    return []
-
-
-def positional(model: Any, names: Sequence[str], by_keyword: bool = True) -> Any:
-    """`model` as a module called with tensors in `names` order that returns a flat tuple of tensors; the tensors
-    are passed to `model` by those names, or as they come (`by_keyword=False`)."""
-    import torch
-
-    class Positional(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *tensors: Any) -> tuple[Any, ...]:
-            if not by_keyword:
-                return tuple(flat_tensors(self.model(*tensors)))
-            return tuple(flat_tensors(self.model(**dict(zip(names, tensors, strict=True)))))
-
-    return Positional()
-
-
-def export_module(
-    module: Any,
-    inputs: dict[str, Any],
-    out: Path,
-    recipe: Recipe = RECIPES["cpu_bf16_autocast"],
-    exporter: str = "torchscript",
-    opset: int | str = 17,
-    mode: str = "train",
-) -> dict[str, Any]:
-    """Export `module(*inputs.values())` as `where223.gpt2.export.export_onnx` exports GPT-2 (Python stacks in the
-    nodes' doc strings), for any module, with `exporter` under `recipe` (inputs already prepared by it)."""
-    import torch
-
-    from where223.gpt2.export import output_to, stable_doc_strings
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with files.atomic_model_path(out) as partial:  # external weights keep the names the model gives them
-        with recipe.context(torch), output_to(out.with_suffix(".log")):
-            facts = EXPORTERS[exporter](
-                torch, module, tuple(inputs.values()), partial, opset=opset, mode=mode, input_names=list(inputs),
-                doc_strings=True,
-            )  # fmt: skip
-        if exporter == "torchscript":
-            stable_doc_strings(partial)
-    return facts
-
-
-def model_class(model_type: str) -> tuple[str, Any]:
-    """('causal_lm' or 'base', the class) for a model type: the causal-LM head where one is mapped (the first class
-    where a mapping names several)."""
-    from transformers import CONFIG_MAPPING
-    from transformers.models.auto import modeling_auto
-
-    for head, names, mapping in (
-        ("causal_lm", modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING),
-        ("base", modeling_auto.MODEL_MAPPING_NAMES, modeling_auto.MODEL_MAPPING),
-    ):
-        if model_type in CONFIG_OF and model_type in names:  # no config of its own: the class by name
-            import transformers
-
-            return head, getattr(transformers, names[model_type])
-        if model_type in names:
-            cls = mapping[CONFIG_MAPPING[model_type]]
-            return head, cls[0] if isinstance(cls, tuple) else cls
-    raise KeyError(f"{model_type} is in neither MODEL_MAPPING_NAMES nor MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
-
-
-def build(model_type: str, level: str, overrides: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-    """The model of `model_type` at shrink `level` with random weights (seed 0), in training mode, and its facts;
-    `overrides` (config attribute -> value) are set last, over the shrinking and `OVERRIDES`."""
-    import torch
-    from transformers import CONFIG_MAPPING
-
-    head, cls = model_class(model_type)
-    if model_type == "vision-text-dual-encoder":  # its config must be given both towers
-        from transformers import BertConfig, VisionTextDualEncoderConfig, ViTConfig
-
-        config = VisionTextDualEncoderConfig.from_vision_text_configs(ViTConfig(), BertConfig())
-    else:
-        config = CONFIG_MAPPING[CONFIG_OF.get(model_type, model_type)]()
-    changed = shrink_config(config, level)
-    for name, value in {**OVERRIDES.get(model_type, {}), **(overrides or {})}.items():
-        setattr(config, name, value)
-        changed[name] = value
-    if hasattr(config, "use_cache"):
-        config.use_cache = False
-    torch.manual_seed(0)
-    model = cls(config).train()
-    facts = {
-        "head": head,
-        "class": cls.__name__,
-        "shrink": level,
-        "config_changes": changed,
-        "parameters": sum(p.numel() for p in model.parameters()),
-    }
-    return model, facts
-
-
-def lint_findings(onnx_path: Path) -> dict[str, Any]:
-    """Every lint finding (roots first where lint marks them) and the report's counts."""
-    from where223.graph.lint import lint_model
-
-    report = lint_model(onnx_path)
-    record = report.to_dict()
-    findings = record.pop("violations")
-    roots = [f for f in findings if f.get("root", True)]
-    record["findings"] = roots + [f for f in findings if not f.get("root", True)]
-    record["violations"] = len(findings)
-    record["roots"] = len(roots)
-    return record
-
-
-def blame_nodes(onnx_path: Path, findings: list[dict[str, Any]], named_by_ort: str | None) -> list[dict[str, Any]]:
-    """The innermost frame outside torch (file:line, code) of the node ONNX Runtime names and of each type-binding
-    conflict's node (the model's line; a functional such as `layer_norm` is torch's own and names no model)."""
-    from where223.eager.divergence import source_code
-    from where223.graph.blame import blame
-    from where223.graph.lint import FindingKind
-
-    conflicts = [f for f in findings if f["kind"] == FindingKind.BINDING_CONFLICT]
-    targets = {finding["node"]: finding for finding in conflicts[:BLAME_LIMIT]}
-    if named_by_ort and named_by_ort not in targets:
-        targets[named_by_ort] = next((f for f in findings if f["node"] == named_by_ort), {})
-    blamed = []
-    for node, finding in targets.items():
-        try:
-            result = blame(onnx_path, node)
-        except (KeyError, ValueError, LookupError) as exc:  # a node the refusal names but the graph lacks
-            blamed.append({"node": node, "ort_node": node == named_by_ort, "source": None, "error": str(exc)})
-            continue
-        frames = result.model_frames
-        outside_torch = [frame for frame in frames if not _TORCH_FILE.search(frame.file)]
-        top = (outside_torch or frames or [None])[0]
-        source_file = portable.text(top.file) if top else None
-        blamed.append(
-            {
-                "node": node,
-                "op_type": result.op_type,
-                "ort_node": node == named_by_ort,
-                "kind": finding.get("kind"),
-                "types": sorted({b["type"] for b in finding.get("bindings", [])}),
-                "source": f"{source_file}:{top.line}" if top else None,
-                "function": top.function if top else None,
-                "code": (top.code or source_code(source_file, top.line)) if top else None,
-            }
-        )
-    return blamed
-
-
-def build_and_feed(
-    record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any], model_type: str, mode: str = "train",
-    overrides: dict[str, Any] | None = None,
-) -> tuple[Any, dict[str, Any] | None]:
-    """Build `model_type` at the first shrink level that builds and runs once in fp32 (in `mode`), recording the
-    attempts; (None, None) with the record's outcome and error set when none does."""
-    import torch
-
-    attempts: list[dict[str, Any]] = []
-    model = inputs = None
-    for level in SHRINK_LEVELS:
-        current = "build"
-        try:
-            model, facts = timed(f"build-{level}", lambda level=level: build(model_type, level, overrides))
-            model.train(mode == "train")
-            current = "feed"
-            inputs = model_inputs(torch, model, model_type)
-            with torch.no_grad():
-                timed(f"forward-{level}", lambda m=model, i=inputs: m(**i))
-            record.update(facts)
-            break
-        except Exception as exc:  # noqa: BLE001 - a model that cannot be built or fed is a result
-            attempts.append({"shrink": level, **describe_error(exc, current)})
-            model = inputs = None
-            if isinstance(exc, (KeyError, ImportError)) or (current == "feed" and "no input for" in str(exc)):
-                break  # no shrink level changes a missing class or an input this sweep cannot make
-    if attempts:
-        record["attempts"] = attempts
-    if model is None or inputs is None:
-        last = attempts[-1]
-        record["outcome"] = Outcome.NOT_BUILT if last["stage"] == "build" else Outcome.NOT_FED
-        record["built"] = last["stage"] != "build"
-        record["error"] = last
-        return None, None
-    return model, inputs
 
 
 def run(
@@ -504,47 +82,16 @@ def run(
     model, inputs = recipe.prepare(torch, model, inputs)
     record["inputs"] = {name: {"shape": list(t.shape), "dtype": str(t.dtype)} for name, t in inputs.items()}
     module = positional(model, list(inputs))
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                record["export"] = timed(
-                    "export", lambda: export_module(module, inputs, onnx_path, recipe, exporter, opset, mode)
-                )
-            finally:
-                record["export_warnings"] = warning_lines(caught)
-    except NotApplicable as exc:
-        record["outcome"] = Outcome.NOT_APPLICABLE
-        record["reason"] = str(exc)
+    if not export_into(record, timed, module, inputs, onnx_path, recipe, exporter, opset, mode)[0]:
         return record
-    except Exception as exc:  # noqa: BLE001 - a failed export is the measurement
-        record["outcome"] = Outcome.NOT_EXPORTED
-        record["error"] = describe_error(exc, "export")
-        return record
-    record["exported"] = True
-    record["onnx_bytes"] = onnx_path.stat().st_size
     judge_into(record, timed, onnx_path)
     _diagnose(record, timed, module, inputs, onnx_path, recipe)
     return record
 
 
-def judge_into(record: dict[str, Any], timed: Callable[[str, Callable[[], Any]], Any], onnx_path: Path) -> None:
-    """ONNX Runtime's verdict on the exported file, timed, into the record: `judged`, `outcome` and `ort`."""
-    from where223.graph.ort import judge
-
-    judgement = timed("judge", lambda: judge(onnx_path))
-    record["judged"] = True
-    record["outcome"] = from_verdict(judgement.verdict)
-    record["ort"] = {
-        "verdict": judgement.verdict,
-        "message": (judgement.message or "")[:2000] or None,
-        "type_binding": judgement.type_binding.to_dict() if judgement.type_binding else None,
-    }
-
-
 def _diagnose(
     record: dict[str, Any],
-    timed: Callable[[str, Callable[[], Any]], Any],
+    timed: Timed,
     module: Any,
     inputs: dict[str, Any],
     onnx_path: Path,
@@ -553,16 +100,7 @@ def _diagnose(
     """Lint, blame and divergence: each recorded, or the reason it could not be computed."""
     from where223.eager.divergence import divergence_report
 
-    try:
-        record["lint"] = timed("lint", lambda: lint_findings(onnx_path))
-    except Exception as exc:  # noqa: BLE001 - a tool failing on a foreign model is a finding too
-        record["lint"] = {"error": describe_error(exc, "lint")}
-    try:
-        findings = record["lint"].get("findings", [])
-        named = refused_node(record["ort"]["message"])
-        record["blame"] = timed("blame", lambda: blame_nodes(onnx_path, findings, named))
-    except Exception as exc:  # noqa: BLE001
-        record["blame_error"] = describe_error(exc, "blame")
+    lint_and_blame(record, timed, onnx_path)
     try:
         report = timed(
             "divergence",

@@ -7,8 +7,9 @@ from typing import Any
 
 from where223 import markdown
 from where223.errors import printable
+from where223.study._glance import Glance, field_key
+from where223.study._page import Report
 from where223.study.architectures import analysis
-from where223.study.report import Report
 
 
 def section(report: Report) -> None:
@@ -104,3 +105,35 @@ def outcome_labels(groups: list[dict[str, Any]], limit: int = WHAT_LIMIT) -> lis
 def _per_release(counts: Mapping[str, int]) -> str:
     """Architectures per release, e.g. `1 in 4.25.1, 0 in 4.26.0`."""
     return ", ".join(f"{count} in {release}" for release, count in counts.items())
+
+
+
+def glance(report: Report) -> Glance:
+    """Section 6's line for "At a glance": of the architectures judged in the first release, how many fail with
+    the seed's error and how many refuse another type, and what the last release changed."""
+    path = "architectures/summary.json"
+    data = report.json(path)
+    glance = Glance(6, "Which architectures")
+    first, last = data["releases"][0], data["releases"][-1]
+    counts, outcomes, key = data["counts"][first], data["outcomes"][first], field_key(first)
+    seed = [name for group in data["failure_groups"] if group["outcome"] == "where_type_error"
+            for name in group["by_release"].get(first, [])]
+    found = []
+    if "where_type_error" in outcomes:
+        found.append(f"{glance.quote(outcomes['where_type_error'], path, f'outcomes.{key}.where_type_error')} fail "
+                     f"with the seed's `Where` error ({', '.join(f'`{name}`' for name in seed)})")
+    if "type_error" in outcomes:
+        found.append(f"{glance.quote(outcomes['type_error'], path, f'outcomes.{key}.type_error')} refuse another type")
+    said = (f"of the {glance.quote(counts['attempted'], path, f'counts.{key}.attempted')} model types of "
+            f"transformers {first}'s auto mappings, {glance.quote(counts['judged'], path, f'counts.{key}.judged')} "
+            f"exported and judged: {' and '.join(found) or 'none refused for its types'}")
+    changes = data["release_changes"]
+    if last != first:
+        moved: dict[tuple[str, str], list[str]] = {}
+        for change in changes:
+            moved.setdefault((change[first], change[last]), []).append(f"`{change['model_type']}`")
+        shown = "; ".join(f"{', '.join(names)}: {before} → {after}" for (before, after), names in moved.items())
+        said += (f"; transformers {last} changes "
+                 f"{glance.quote(len(changes), path, 'release_changes', reduce='len')} outcomes"
+                 + (f" ({shown})" if changes else ""))
+    return glance.says(said + ".")

@@ -19,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from where223.pipeline import records
-from where223.study.classes.analysis import (
+from where223.study.classes.refusals import (
     OUT_DIR,
     STACK_LABELS,
     TYPE_REFUSALS,
-    _alike,
-    _what,
     column,
-    group_key,  # fmt: skip
+    described,
+    group_key,
+    groups,
+    load_records,
+    refused_alike,
 )
 
 RECIPE = "cuda_fp16_autocast_emulated"
@@ -57,8 +59,6 @@ def plan_lines(groups_: list[dict[str, Any]], stack: str) -> list[str]:
 
 def plan(stacks: list[str], out_dir: Path = OUT_DIR) -> list[str]:
     """The emulated reruns' cells for a space's stacks (`planner:` of spaces/classes-emulated*.yaml)."""
-    from where223.study.classes.analysis import groups, load_records
-
     found = groups(load_records(out_dir))
     return [line for stack in stacks for line in plan_lines(found, STACK_LABELS.get(stack, stack))]
 
@@ -70,8 +70,8 @@ def gpu_side(group: dict[str, Any], emulated: list[dict[str, Any]]) -> dict[str,
     mine = {record["model_type"]: record for record in emulated
             if column(record)[0] == stack and column(record)[2] == exporter
             and record.get("model_type") in group["members"]}  # fmt: skip
-    alike = sorted(model for model, record in mine.items() if _alike(record, group))
-    other = {model: _what(record) for model, record in sorted(mine.items()) if model not in alike}
+    alike = sorted(model for model, record in mine.items() if refused_alike(record, group))
+    other = {model: described(record) for model, record in sorted(mine.items()) if model not in alike}
     verdict = NOT_RERUN if not mine else (MEETS_GPU if alike else CPU_ONLY)
     return {"rerun": len(mine), "members": len(group["members"]), "alike": alike, "other": other, "verdict": verdict}
 

@@ -9,7 +9,7 @@ A model is either a factory (`MODULE:FUNCTION` or `FILE.py:FUNCTION`, returning 
 and its example inputs) with example inputs (a factory of a dict of named tensors or a tuple of tensors), or a
 transformers model type built small from its config with random weights (`config` overrides set last). It runs
 under a precision recipe (`where223.sweep.recipes`) with an exporter (`dynamo` or `torchscript`) through
-`where223.study.classes.run.explain_module`: exported, judged by ONNX Runtime's CPU provider, linted, blamed,
+`where223.study._cell.stages.explain_module`: exported, judged by ONNX Runtime's CPU provider, linted, blamed,
 each blamed node joined with the eager kernels of its source line and the exporter function that emitted it,
 and the graph's outputs compared with eager PyTorch's. `out` receives `record.json`, `model.onnx` and
 `explanation.md`. `where223 explain` is the command; with `--stack NAME` it runs in a sweep stack's interpreter
@@ -155,7 +155,9 @@ def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dic
     opset, mode = key.get("opset", "auto"), key.get("mode", "eval")
     if key.get("factory"):
         from where223.pipeline.environment import describe
-        from where223.study.classes.run import DEVICE, explain_module, reduced_type
+        from where223.study._cell.build import DEVICE
+        from where223.study._cell.numerics import reduced_type
+        from where223.study._cell.stages import explain_module, positional
 
         record: dict[str, Any] = {
             "model_type": key["model"], "release": stack.get("transformers") or "",
@@ -167,8 +169,6 @@ def run_cell(key: dict[str, Any], stack: dict[str, Any], onnx_path: Path) -> dic
         timed = functools.partial(time_stage, record)
         module, inputs, by_keyword = _module_and_inputs(record, key["factory"], key.get("inputs"))
         if module is not None:
-            from where223.study.architectures.run import positional
-
             wrapped = positional(module, list(inputs), by_keyword)
             record = explain_module(record, timed, wrapped, inputs, onnx_path, recipe, exporter, opset, mode)
     else:
@@ -268,7 +268,7 @@ def _cut(text: Any, limit: int = 160) -> str:
 def report(record: dict[str, Any]) -> str:
     """The record as Markdown: verdict, each violation with its constraint, each blamed node with its source,
     eager kernels and emitter, and the eager comparison."""
-    from where223.study.classes.analysis import evidence, refusal
+    from where223.study.classes.refusals import evidence, refusal
 
     settings = record.get("settings") or {}
     subject = record.get("subject") or {"model": record.get("model_type")}
@@ -332,7 +332,7 @@ def report(record: dict[str, Any]) -> str:
 
 def summary_json(record: dict[str, Any]) -> str:
     """One line of JSON: outcome, refused node and operator, numerics status."""
-    from where223.study.classes.analysis import refusal
+    from where223.study.classes.refusals import refusal
 
     found = refusal(record) or {}
     return json.dumps({"outcome": record.get("outcome"), "node": found.get("node"),

@@ -4,7 +4,8 @@ library only: the cell writes its record in its stack's own interpreter.
 
 Roles (`where223.pipeline.roles`): besides the engine's (`where223.sweep.cell_types`), a cell's stage times are
 timings and its environment is the environment; its numerics against eager may move by their own tolerance
-(`within_tolerance` decides), the absolute differences and magnitudes behind them are informational.
+(`within_tolerance` decides), the absolute differences and magnitudes behind them are informational, and so is the
+exported file's size (its doc strings hold the call stack's paths).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, Any, TypedDict
 
 from where223.pipeline.record import Environment
 from where223.pipeline.roles import TIMING, Informational, Measured, Within
-from where223.sweep.cell_types import ATTEMPTS, CellError, EngineError, EngineRecord
+from where223.sweep.cell_types import ATTEMPTS, EXPORTED_BYTES, CellError, EngineError, EngineRecord
 
 _RELATIVE = Measured(tolerance_key="tolerance", why="a relative difference from eager, which may move by the "
                      "numerics' own tolerance: `within_tolerance` decides")
@@ -43,7 +44,8 @@ _CellOptional = TypedDict("_CellOptional", {
     "config_changes": dict[str, Any], "parameters": int, "inputs": dict[str, Any],
     "attempts": Annotated[list[dict[str, Any]], ATTEMPTS],
     "eager": dict[str, Any], "export": dict[str, Any], "export_warnings": list[str], "emitters": dict[str, Any],
-    "onnx_bytes": int, "onnx_opset": int, "ir_version": int, "ort": dict[str, Any], "lint": dict[str, Any],
+    "onnx_bytes": Annotated[int, EXPORTED_BYTES], "onnx_opset": int, "ir_version": int, "ort": dict[str, Any],
+    "lint": dict[str, Any],
     "blame": list[dict[str, Any]], "blame_error": CellError,
     "numerics": Annotated[dict[str, Any], Within(NUMERICS)], "error": CellError | EngineError,
     "reason": str, "timings_s": Annotated[dict[str, float], TIMING], "threads": dict[str, Any],

@@ -8,9 +8,10 @@ from typing import Any
 
 from where223 import markdown
 from where223.errors import printable
+from where223.study._glance import Glance
+from where223.study._page import Report
 from where223.study.classes.analysis import column_name, opset_ranges
 from where223.study.classes.figure import KIND_SHORT, class_name, class_table
-from where223.study.report import Report
 from where223.verdicts import NOT_MEASURED
 
 COUNTED = ("attempted", "built", "exported", "judged", "accepted", "missing_kernel", "type_refused",
@@ -212,3 +213,32 @@ def appendix(report: Report) -> None:
                      f"{group['representative']['model_type']}): {cause(group)} Opsets: "
                      f"{span_text(group.get('opset_span'))}. {_other_stack(group.get('other_stack'))}")  # fmt: skip
     report.add(*lines, "")
+
+
+
+def glance(report: Report) -> Glance:
+    """Section 7's line for "At a glance": under the seed's recipe (CPU bf16 autocast) on today's stack, how many
+    of each exporter's judged exports ONNX Runtime refuses for their types, of how many model types tried; how many
+    refusal groups today's stack has, and the largest."""
+    path = "classes/summary.json"
+    data = report.json(path)
+    glance = Glance(7, "The class today")
+    columns = [column_name((c["stack"], c["recipe"], c["exporter"])) for c in data["columns"]
+               if c["stack"] == "today" and c["recipe"] == "cpu_bf16_autocast"]
+    said = []
+    for column in columns:
+        counts = data["counts"][column]
+        said.append(f"{glance.quote(counts['type_refused'], path, f'counts.{column}.type_refused')} of the "
+                    f"{glance.quote(counts['judged'], path, f'counts.{column}.judged')} model types today's "
+                    f"{column.rsplit('/', 1)[-1]} exporter exports "
+                    f"({glance.quote(counts['attempted'], path, f'counts.{column}.attempted')} tried)")
+    text = ("under CPU bf16 autocast ONNX Runtime refuses the types of " + " and ".join(said)
+            if said else "today's stack was not swept under CPU bf16 autocast")
+    today = [group for group in data["groups"] if group["stack"] == "today"]
+    if today:
+        largest = max(today, key=lambda group: group["size"])
+        size = glance.quote(largest["size"], path, f"groups[{data['groups'].index(largest)}].size")
+        text += (f"; today's refusals fall in {glance.quote(len(today), path, 'groups[stack=today]', reduce='len')} "
+                 f"groups, the largest `{class_name(largest)}` ({size} model types, {largest['recipe']}, "
+                 f"{largest['exporter']})")
+    return glance.says(text + ".")

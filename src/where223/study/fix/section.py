@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from where223 import markdown
 from where223.gpt2 import runs
+from where223.study._glance import Glance
+from where223.study._page import Report, find_run
 from where223.study.fix.analysis import controls_section, judged_checks, overall_verdict, verdict_cell
-from where223.study.report import Report, find_run
 
 
 def section(report: Report) -> None:
@@ -44,7 +45,7 @@ def emulated_verification(report: Report) -> None:
     """The same verification under CUDA's fp16 policy emulated on CPU, where the plan runs it (`amp_dtype:
     fp16_cuda_emulated`), in one compact table, labelled emulated."""
     from where223.pipeline.params import EMULATED_CUDA_FP16
-    from where223.study.report import FIX
+    from where223.study._page import FIX
 
     planned = [run for run in report.plan
                if run.notebook == FIX and run.parameters.get("amp_dtype") == EMULATED_CUDA_FP16]
@@ -64,3 +65,27 @@ def emulated_verification(report: Report) -> None:
         f"Record: [`verification.json`]({fixed}/verification.json).",
         "",
     )
+
+
+
+def glance(report: Report) -> Glance:
+    """Section 3's line for "At a glance": the fix's verdict with how many checks pass and fail, and the same under
+    CUDA's fp16 policy emulated, where the plan runs it."""
+    from where223.pipeline.params import EMULATED_CUDA_FP16
+    from where223.study._page import FIX
+
+    glance = Glance(3, "The fix")
+    emulated = [(run, " under CUDA's fp16 policy emulated") for run in report.plan
+                if run.notebook == FIX and run.parameters.get("amp_dtype") == EMULATED_CUDA_FP16]
+    said, verifications = [], []
+    for planned, where in [(report.fix_run(), ""), *emulated[:1]]:
+        path = (f"{find_run(report.outputs, planned.parameters)}/"
+                f"{runs.fix_name(str(planned.parameters['variant']))}/verification.json")
+        verifications.append(report.json(path))
+        verdicts = [check["verdict"] for check in verifications[-1]["checks"]]
+        said.append(f"**{verifications[-1]['verdict']}**{where}, "
+                    f"{glance.quote(verdicts.count('pass'), path, 'checks.*.verdict', equal='pass')} checks passing "
+                    f"and {glance.quote(verdicts.count('fail'), path, 'checks.*.verdict', equal='fail')} failing")
+    first = verifications[0]
+    return glance.says(f"the `{first['variant']}` attention swapped into transformers "
+                       f"{first['environment']['packages']['transformers']}: " + "; ".join(said) + ".")

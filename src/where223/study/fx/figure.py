@@ -40,7 +40,7 @@ def draw(record: dict[str, Any], out_stem: Path) -> list[Path]:
         row["label"] = row["model"] if row["model"] == PROBE else gpt2
     labels = sorted(dict.fromkeys(row["label"] for row in rows), key=lambda label: label == PROBE)  # probe last
     columns = list(dict.fromkeys((row["kind"], row["policy"]) for row in rows))
-    fig = new_figure(figsize=(4.2 + 2.2 * len(columns), 1.2 + 0.46 * len(labels)))
+    fig = new_figure(figsize=(3.4 + 1.6 * len(columns), 1.2 + 0.46 * len(labels)))  # at most 10.9 in: legible
     ax = fig.subplots()
     for row in rows:
         r = labels.index(row["label"])

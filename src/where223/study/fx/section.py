@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from where223.study._glance import Glance
+from where223.study._page import Report
 from where223.study.fx import analysis
 from where223.study.fx.record import FX_RECORD
-from where223.study.report import Report
 
 NOTEBOOK = "09_fx"
 
@@ -78,3 +79,34 @@ def section(report: Report) -> None:
     )
     report.figure("fx/outcomes", "The traced module against eager, per release, configuration, comparison and policy",
                   NOTEBOOK)  # fmt: skip
+
+
+def glance(report: Report) -> Glance:
+    """Section 9's line for "At a glance": the question as asked (GPT-2 as configured, traced and trained beside
+    eager): per autocast policy, in how many of the judged releases training was bitwise eager's, or why it was not
+    answered."""
+    record = report.json(FX_RECORD)
+    settings = record["settings"]
+    glance = Glance(9, "torch.fx")
+    model = "as configured"
+    said = []
+    for policy in settings["policies"]:
+        rows = [row for row in analysis.training_cells(record) if row["model"] == model and row["policy"] == policy]
+        judged = [row for row in rows if row["verdict"] in (analysis.PASS, analysis.FAIL)]
+        name = analysis.POLICY_NAMES.get(policy, policy)
+        if not judged:
+            why = dict.fromkeys(f"{row['outcome']}: {row['reason'].split(':', 1)[0]}" if row["reason"] else
+                                row["outcome"] for row in rows)
+            said.append(f"under {name} not answered ({'; '.join(why) or 'no run'})")
+            continue
+        field = f"traces[model={model}].training[policy={policy}][control.failed=true].compared.equal"
+        agree = sum(row["verdict"] == analysis.PASS for row in judged)
+        said.append(f"under {name} bitwise eager's in {glance.quote(agree, FX_RECORD, field, equal=True)} of "
+                    f"{glance.quote(len(judged), FX_RECORD, field, reduce='len')} releases judged")
+    steps = settings.get("training", {}).get("steps")
+    trained = (f"trained {glance.quote(steps, FX_RECORD, 'settings.training.steps')} steps beside eager"
+               if steps else "trained beside eager")
+    return glance.says(
+        f"GPT-2 traced by transformers' fx tracer "
+        f"({glance.quote(len(settings['releases']), FX_RECORD, 'settings.releases', reduce='len')} releases) and "
+        f"{trained}, every loss, gradient and parameter compared: " + "; ".join(said) + ".")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from where223.study._glance import Glance
+from where223.study._page import Report
 from where223.study.matrix import analysis as matrix_analysis
-from where223.study.report import Report
 
 
 def section(report: Report) -> None:
@@ -34,3 +35,27 @@ def section(report: Report) -> None:
         "",
     )
     report.figure("matrix/heatmap", "Outcome of every transformers × torch × exporter cell", "05_matrix")
+
+
+def glance(report: Report) -> Glance:
+    """Section 5's line for "At a glance": in how many cells of the matrix the seed's error appears, on which
+    stacks, and how the other cells fail."""
+    path = "matrix/matrix.json"
+    data = report.json(path)
+    glance = Glance(5, "Which stacks")
+    counts = data["counts"]
+    seed = [cell for cell in data["cells"] if cell["outcome"] == "where_type_error"]
+    stacks = "; ".join(
+        f"transformers {release} with torch "
+        + ", ".join(sorted({cell["torch_requested"] for cell in seed if cell["transformers_requested"] == release},
+                           key=matrix_analysis.version_key))
+        + f" ({', '.join(sorted({cell['exporter'] for cell in seed if cell['transformers_requested'] == release}))})"
+        for release in sorted({cell["transformers_requested"] for cell in seed}, key=matrix_analysis.version_key))
+    others = [f"{glance.quote(counts[outcome], path, f'counts.{outcome}')} {what}"
+              for outcome, what in (("type_error", "refuse another type"),
+                                    ("missing_kernel", "pass the type check but lack a CPU kernel"))
+              if outcome in counts]
+    return glance.says(
+        f"the seed's `Where` error in {glance.quote(len(seed), path, 'cells.*.outcome', equal='where_type_error')} of "
+        f"{glance.quote(len(data['cells']), path, 'cells', reduce='len')} transformers × torch × exporter cells"
+        + (f", {stacks}" if stacks else "") + (f"; of the others, {' and '.join(others)}" if others else "") + ".")

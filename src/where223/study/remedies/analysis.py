@@ -28,11 +28,12 @@ from where223.outcomes import TYPES_ACCEPTED
 from where223.pipeline import environment, paths, publish, records
 from where223.study import judging
 from where223.study.classes import analysis as classes
+from where223.study.classes import refusals
 from where223.study.remedies import baseline
+from where223.study.remedies.record import OUT_DIR
 from where223.sweep.worker import now
 from where223.verdicts import NOT_JUDGED
 
-OUT_DIR: Path = paths.OUTPUTS / "remedies"
 SUMMARY = "summary.json"
 SAMPLES_PER_COLUMN = 3  # accepted models per (stack, recipe, exporter) rerun as controls that must not regress
 SPACES = {"today": "remedies-today.yaml", "2022": "remedies-2022.yaml"}
@@ -51,14 +52,14 @@ def plan_lines(class_rows: list[dict[str, Any]], stack: str) -> list[str]:
     """The cells for one stack (its label: `today`, `2022`) as `MODEL RECIPE EXPORTER auto` lines:
     `SAMPLES_PER_COLUMN` types-accepted models per column (the first by a hash of their name, so the choice is fixed
     and blind to the results; few, so they come first), then every class's members in turn."""
-    mine = [r for r in class_rows if classes.column(r)[0] == stack]
+    mine = [r for r in class_rows if refusals.column(r)[0] == stack]
     accepted: dict[tuple[str, str], list[str]] = defaultdict(list)
     for record in mine:
         if record.get("outcome") in TYPES_ACCEPTED:
-            accepted[classes.column(record)[1:]].append(record["model_type"])
+            accepted[refusals.column(record)[1:]].append(record["model_type"])
     cells = [(m, recipe, exporter) for (recipe, exporter), models in sorted(accepted.items())
              for m in sorted(models, key=_sample_rank)[:SAMPLES_PER_COLUMN]]  # fmt: skip
-    found = [g for g in classes.groups(mine)]
+    found = [g for g in refusals.groups(mine)]
     turns = zip_longest(*[[(m, g["recipe"], g["exporter"]) for m in g["members"]] for g in found])
     cells += [cell for turn in turns for cell in turn if cell is not None]
     lines: list[str] = []
@@ -69,22 +70,22 @@ def plan_lines(class_rows: list[dict[str, Any]], stack: str) -> list[str]:
     return lines
 
 
-def plan(stacks: list[str], class_dir: Path = classes.OUT_DIR) -> list[str]:
+def plan(stacks: list[str], class_dir: Path = refusals.OUT_DIR) -> list[str]:
     """The cells for a space's stacks (`today`, `project`) from the class study's records (`planner:` of
     spaces/remedies-*.yaml; `where223 sweep --space ... --plan` writes them to the space's cells file)."""
-    rows = classes.load_records(class_dir)
-    return [line for stack in stacks for line in plan_lines(rows, classes.STACK_LABELS.get(stack, stack))]
+    rows = refusals.load_records(class_dir)
+    return [line for stack in stacks for line in plan_lines(rows, refusals.STACK_LABELS.get(stack, stack))]
 
 
 def cell_key(record: dict[str, Any]) -> tuple[str, str, str, str]:
     """(stack label, recipe, exporter, model) of a record of either study."""
-    return (*classes.column(record), str(record.get("model_type")))
+    return (*refusals.column(record), str(record.get("model_type")))
 
 
 def plain_class(record: dict[str, Any]) -> tuple[str, str, str, str, str] | None:
     """The refusal class of a remedies record's plain export, read as the class study reads its records."""
     plain = record.get("plain") or {}
-    return classes.group_key({**plain, "key": record.get("key")})
+    return refusals.group_key({**plain, "key": record.get("key")})
 
 
 def _numerics(part: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +107,7 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
     pairs = [r.get("pair") or {} for r in rows]
     return {
         "rerun": len(rows),
-        "refused_before": sum((r.get("plain") or {}).get("outcome") in classes.TYPE_REFUSALS for r in rows),
+        "refused_before": sum((r.get("plain") or {}).get("outcome") in refusals.TYPE_REFUSALS for r in rows),
         "accepted_before": sum(_accepted(r.get("plain") or {}) for r in rows),
         "repair_accepted": sum(_accepted(p) for p in repaired),
         "repair_refused_by_tool": sum(p.get("status") == "refused" for p in repaired),
@@ -131,7 +132,7 @@ def _not_remedied(rows: list[dict[str, Any]], float32: dict[tuple[str, str, str]
         repaired, fixed = r.get("repair") or {}, r.get("fixed") or {}
         if _accepted(repaired) and _accepted(fixed):
             continue
-        stack, _, exporter = classes.column(r)
+        stack, _, exporter = refusals.column(r)
         plain32 = (float32 or {}).get((stack, exporter, str(r.get("model_type"))))
         not_run = f"not run ({(r.get('plain') or {}).get('outcome') or r.get('outcome')})"
         refused = baseline.refused_parts(r)
@@ -140,7 +141,7 @@ def _not_remedied(rows: list[dict[str, Any]], float32: dict[tuple[str, str, str]
             "repair": repaired.get("outcome") or repaired.get("status") or not_run,
             "repair_reason": (repaired.get("reason") or ((repaired.get("ort") or {}).get("message") or ""))[:300],
             "fix": fixed.get("outcome") or not_run,
-            "fix_refused": classes.refusal(fixed),
+            "fix_refused": refusals.refusal(fixed),
             "fix_message": ort.first_message_line((fixed.get("ort") or {}).get("message") or "")[:300],
             "refusal_left": baseline.refusal_left(refused[0]) if refused else None,
             "float32": baseline.reason(refused[0], plain32) if refused else baseline.NOT_REFUSED,
@@ -204,7 +205,7 @@ def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
     float32 exports of what they left refused (`baseline`), say whether a refusal left is the precision's."""
     by_cell = {cell_key(r): r for r in rows}
     float32 = baseline.by_cell(float32_rows or [])
-    found = classes.groups(class_rows)
+    found = refusals.groups(class_rows)
     class_list = []
     for group in found:
         column = (group["stack"], group["recipe"], group["exporter"])
@@ -240,13 +241,13 @@ def summary(rows: list[dict[str, Any]], class_rows: list[dict[str, Any]],
                         "PyTorch; and a sample of accepted models that the fixes must not regress"),
         "tolerances": tolerances(rows),
         "not_judged": not_judged(rows),
-        "counts": {stack: tally([r for r in rows if classes.column(r)[0] == stack])
-                   for stack in sorted({classes.column(r)[0] for r in rows})},
+        "counts": {stack: tally([r for r in rows if refusals.column(r)[0] == stack])
+                   for stack in sorted({refusals.column(r)[0] for r in rows})},
         "classes": class_list,
         "samples": sample_summary,
-        "timing": {stack: classes.timing([r for r in rows if classes.column(r)[0] == stack],
+        "timing": {stack: classes.timing([r for r in rows if refusals.column(r)[0] == stack],
                                          (cells_in_space or {}).get(stack))
-                   for stack in sorted({classes.column(r)[0] for r in rows})},
+                   for stack in sorted({refusals.column(r)[0] for r in rows})},
         "driver_environment": environment.describe(),
         "updated_at": now(),
     }
@@ -259,11 +260,11 @@ def space_sizes() -> dict[str, int]:
     return {stack: len(load_space(paths.ROOT / "spaces" / name).cells) for stack, name in SPACES.items()}
 
 
-def summarize(out_dir: Path = OUT_DIR, class_dir: Path = classes.OUT_DIR) -> dict[str, Any] | None:
+def summarize(out_dir: Path = OUT_DIR, class_dir: Path = refusals.OUT_DIR) -> dict[str, Any] | None:
     """Write `summary.json` from the records under `out_dir` (None, nothing written, when it does not exist)."""
     if not Path(out_dir).is_dir():
         return None
-    written = summary(load_records(out_dir), classes.load_records(class_dir), space_sizes(),
+    written = summary(load_records(out_dir), refusals.load_records(class_dir), space_sizes(),
                       baseline.load_baseline_records(class_dir))
     publish.write_record(Path(out_dir) / SUMMARY, written, Path(out_dir).parent)
     return written

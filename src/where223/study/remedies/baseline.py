@@ -16,7 +16,8 @@ from typing import Any
 from where223.graph import ort
 from where223.outcomes import TYPES_ACCEPTED
 from where223.pipeline import records
-from where223.study.classes import analysis as classes
+from where223.study.classes import refusals
+from where223.study.remedies.record import OUT_DIR
 
 RECIPE = "fp32_model"
 RECORDS = "baseline"  # classes/baseline/<release>/<recipe>-<exporter>/<model>.json
@@ -26,7 +27,7 @@ NOT_RUN = "no float32 export recorded"
 NOT_REFUSED = "not refused by ONNX Runtime (the remedy was not run, or refused by the repair tool)"
 
 
-def load_baseline_records(class_dir: Path = classes.OUT_DIR) -> list[dict[str, Any]]:
+def load_baseline_records(class_dir: Path = refusals.OUT_DIR) -> list[dict[str, Any]]:
     """The float32 exports' records, in path order."""
     return [records.read_json(path) for path in sorted((Path(class_dir) / RECORDS).glob("*/*/*.json"))]
 
@@ -42,7 +43,7 @@ def plan_lines(remedies_rows: list[dict[str, Any]], stack: str) -> list[str]:
     """One stack's cells (`MODEL fp32_model EXPORTER auto`): each (model, exporter) a remedy left refused, once."""
     lines: list[str] = []
     for record in remedies_rows:
-        stack_label, _, exporter = classes.column(record)
+        stack_label, _, exporter = refusals.column(record)
         line = f"{record.get('model_type')} {RECIPE} {exporter} auto"
         if stack_label == stack and refused_parts(record) and line not in lines:
             lines.append(line)
@@ -51,10 +52,8 @@ def plan_lines(remedies_rows: list[dict[str, Any]], stack: str) -> list[str]:
 
 def plan(stacks: list[str]) -> list[str]:
     """The float32 cells for a space's stacks (`planner:` of spaces/classes-baseline-*.yaml)."""
-    from where223.study.remedies.analysis import load_records
-
-    rows = load_records()
-    return [line for stack in stacks for line in plan_lines(rows, classes.STACK_LABELS.get(stack, stack))]
+    rows = refusals.load_records(OUT_DIR)
+    return [line for stack in stacks for line in plan_lines(rows, refusals.STACK_LABELS.get(stack, stack))]
 
 
 def _refusal(part: dict[str, Any]) -> tuple[str, str] | None:
@@ -63,7 +62,7 @@ def _refusal(part: dict[str, Any]) -> tuple[str, str] | None:
     if not outcome or outcome in TYPES_ACCEPTED:
         return None
     message = (part.get("ort") or {}).get("message")
-    typed = classes.refusal(part)
+    typed = refusals.refusal(part)
     resolved = ort.resolution_refusal(message)
     operator = typed["operator"] if typed else resolved[1] if resolved else ort.refused_operator(message)
     return str(outcome), operator or "?"
@@ -89,4 +88,4 @@ def refusal_left(part: dict[str, Any]) -> str | None:
 
 def by_cell(baseline_rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """(stack label, exporter, model) -> its float32 record."""
-    return {(classes.column(r)[0], classes.column(r)[2], str(r.get("model_type"))): r for r in baseline_rows}
+    return {(refusals.column(r)[0], refusals.column(r)[2], str(r.get("model_type"))): r for r in baseline_rows}

@@ -10,8 +10,10 @@ timings and its call stacks' line numbers the code that ran.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from where223.pipeline import paths
 from where223.pipeline.record import Environment
 from where223.pipeline.roles import FRAMES, TIMING, Informational, Within
 from where223.study.classes.record import CONTROL, NUMERICS, SUMMARY_TIMING
@@ -72,5 +74,7 @@ class OrtModuleRoute(TypedDict):
     environment: Environment
 
 
+# where the records go: what the analysis and the float32 baseline's planner both read
+OUT_DIR: Path = paths.OUTPUTS / "remedies"
 RECORDS: dict[str, type] = {"remedies/*/*/*.json": RemedyCellRecord, "remedies/summary.json": RemediesSummary,
                             "remedies/ortmodule_electra.json": OrtModuleRoute}

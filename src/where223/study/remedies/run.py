@@ -1,5 +1,6 @@
 """One cell of the remedies study: a model type of the class sweep built, put in reduced precision and exported as
-its class cell was (the plain export, judged and explained by the class study's stages), then remedied two ways:
+its class cell was (the plain export, judged and explained by every transformers cell's stages,
+`where223.study._cell`), then remedied two ways:
 
 1. **repair**: `where223.graph.repair` on the plain export, following the eager kernels the plain export's record
    holds for each blamed node (what `where223 repair --eager record.json` does); the result judged by ONNX
@@ -27,17 +28,9 @@ from typing import Any
 
 from where223.outcomes import TYPES_ACCEPTED
 from where223.study import judging
-from where223.study.architectures.run import build_and_feed, judge_into, lint_findings, positional
-from where223.study.classes.run import (
-    compare_outputs,
-    eager_stage,
-    export_stage,
-    feeds_of,
-    judge_numerics,
-    reduced_type,
-    run_graph,
-    tolerance,
-)
+from where223.study._cell.build import DEVICE, build_and_feed
+from where223.study._cell.numerics import compare_outputs, feeds_of, judge_numerics, reduced_type, run_graph, tolerance
+from where223.study._cell.stages import eager_stage, export_stage, judge_into, lint_findings, positional
 from where223.sweep import exporters
 from where223.sweep.recipes import RECIPES, Recipe
 from where223.sweep.stages import describe_error, time_stage
@@ -203,7 +196,6 @@ def run(model_type: str, release: str, onnx_path: Path, recipe: Recipe, exporter
         mode: str = "eval") -> dict[str, Any]:  # fmt: skip
     """Run one model type's plain export, repair and export-time fix, and return its record (failures recorded)."""
     from where223.pipeline.environment import describe
-    from where223.study.classes.run import DEVICE
 
     record: dict[str, Any] = {"model_type": model_type, "release": release,
                               "settings": {"device": DEVICE, "recipe": recipe.name, "reduced": reduced_type(recipe),
@@ -277,7 +269,7 @@ def ortmodule_route(run_dir: Path, fix: bool, seed: int = 0) -> dict[str, Any]:
     from where223.gpt2.reproduce import call_stack, ortmodule_debug_options, ortmodule_environment
     from where223.graph.ort import judge_message
     from where223.pipeline import environment, portable
-    from where223.study.architectures.run import shrink_config
+    from where223.study._cell.build import shrink_config
 
     torch.manual_seed(seed)
     config = CONFIG_MAPPING[ORTMODULE_MODEL]()

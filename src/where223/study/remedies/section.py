@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from where223 import markdown
+from where223.study._glance import Glance
+from where223.study._page import Report
 from where223.study.classes.figure import RECIPE_SHORT, class_name
 from where223.study.remedies import baseline
 from where223.study.remedies.figure import COLUMNS
-from where223.study.report import Report
 from where223.verdicts import NOT_MEASURED
 
 ORTMODULE_RECORD = "remedies/ortmodule_electra.json"
@@ -224,3 +225,29 @@ def section(report: Report) -> None:
     ]
     report.add(*lines)
     report.figure("remedies/remedies", "Refused model types repaired and fixed at export", "08_remedies")
+
+
+def glance(report: Report) -> Glance:
+    """Section 8's line for "At a glance": over the refusal classes' members rerun, how many ONNX Runtime accepts
+    and how many compute within tolerance of eager after each remedy, how many comparisons are not judged, and the
+    seed's own route on ELECTRA."""
+    path = "remedies/summary.json"
+    data = report.json(path)
+    glance = Glance(8, "The remedies")
+
+    def total(key: str) -> str:
+        return glance.quote(sum(entry[key] for entry in data["classes"]), path, f"classes.*.{key}", reduce="sum")
+
+    said = [f"of the {total('rerun')} members of the refusal classes rerun"]
+    for prefix, name in (("repair", "`where223 repair` gets"), ("fix", "the export-time fixes get")):
+        not_judged = (f" ({total(f'{prefix}_not_judged')} comparisons not judged)"
+                      if all(f"{prefix}_not_judged" in entry for entry in data["classes"]) else "")
+        said.append(f"{name} {total(f'{prefix}_accepted')} accepted by ONNX Runtime and "
+                    f"{total(f'{prefix}_within_tolerance')} within tolerance of eager{not_judged}")
+    text = said[0] + ", " + "; ".join(said[1:])
+    if (report.outputs / ORTMODULE_RECORD).is_file():
+        route = report.json(ORTMODULE_RECORD)
+        verdicts = ", ".join(f"{'with the fixes' if run['fix'] else 'as exported'} `{run['ort_verdict']}`"
+                             for run in route["runs"])
+        text += f"; the seed's own route (ORTModule) on ELECTRA: {verdicts}"
+    return glance.says(text + ".")

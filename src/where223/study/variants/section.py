@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from where223 import markdown
-from where223.study.report import Report
+from where223.study._glance import Glance, field_key
+from where223.study._page import Report
 from where223.study.variants.analysis import COLUMNS, table_rows
 from where223.verdicts import NOT_MEASURED
 
@@ -136,3 +137,29 @@ def _step(record: dict[str, Any]) -> str:
     """What one timed step of the variant study ran, as its record states it (older records: a training step)."""
     step = (record.get("timing") or {}).get("step")
     return f" (a step: {step})" if step else ""
+
+
+def glance(report: Report) -> Glance:
+    """Section 4's line for "At a glance": how many ways of writing the two lines trace correctly, the one
+    recommended, and what it costs beside the baseline (divergences, host-made tensors, step time)."""
+    path = "variants/variants-cpu.json"
+    record = report.json(path)
+    glance = Glance(4, "Which way to write it")
+    rows, best, baseline = record["variants"], record["recommendation"]["variant"], record["baseline"]
+    correct = [row["trace_correct"] for row in rows.values()]
+    said = (f"of {glance.quote(len(correct), path, 'variants.*.trace_correct', reduce='len')} ways to write the two "
+            f"lines, {glance.quote(correct.count(True), path, 'variants.*.trace_correct', equal=True)} trace correctly "
+            "under autocast")
+    if not best:
+        return glance.says(said + "; none qualifies for recommending.")
+    costs = []
+    for key, what in (("divergences", "dtype divergences from eager"),
+                      ("host_tensors_per_forward", "host-made tensors per forward")):
+        if all(isinstance(rows[name].get(key), int) for name in (best, baseline)):
+            mine, theirs = (glance.quote(rows[name][key], path, f"variants.{field_key(name)}.{key}")
+                            for name in (best, baseline))
+            costs.append(f"{mine} {what} (`{baseline}`: {theirs})")
+    if isinstance(rows[best].get("paired_ratio"), float):
+        ratio = glance.quote(rows[best]["paired_ratio"], path, f"variants.{field_key(best)}.paired_ratio", format=".3f")
+        costs.append(f"a step {ratio} times `{baseline}`'s (median of same-round ratios)")
+    return glance.says(f"{said}; `{best}` is recommended: " + ", ".join(costs) + ".")
