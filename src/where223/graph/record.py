@@ -3,10 +3,10 @@ only)."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 
-class ViolationRecord(TypedDict):
+class _Violation(TypedDict):
     node: str
     node_index: int
     op_type: str
@@ -20,11 +20,16 @@ class ViolationRecord(TypedDict):
     allowed: list[str]
     root: Any
     caused_by: Any
-    computed_by: NotRequired[str]  # a declared type's finding: how the node's own type was found
-    function_call: NotRequired[dict[str, Any]]  # a finding inside a function body: the node that runs it
 
 
-class LintRecord(TypedDict):
+# Optional keys as a `total=False` class: this module's annotations are strings (`from __future__`), which
+# TypedDict cannot read `NotRequired` from, so the validator would take them as required.
+class ViolationRecord(_Violation, total=False):
+    computed_by: str  # a declared type's finding: how the node's own type was found
+    function_call: dict[str, Any]  # a finding inside a function body: the node that runs it
+
+
+class _Lint(TypedDict):
     model_path: str
     outcome: str
     clean: bool
@@ -37,6 +42,11 @@ class LintRecord(TypedDict):
     unchecked: dict[str, Any]
     untyped_values: int
     untyped_examples: list[Any]
+
+
+class LintRecord(_Lint, total=False):
+    notes: list[str]  # what lint could not check with the installed runtime, and why
+    kernels: dict[str, Any]  # `lint --kernels`: the provider's kernel listing checked
 
 
 class BlameRecord(TypedDict):
