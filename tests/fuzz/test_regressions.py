@@ -196,6 +196,32 @@ def test_control_a_scan_with_its_body_lints(tmp_path):
     assert outcome.passed and outcome.status == 0, outcome
 
 
+def label_encoder_reading(value: str, declared: bool) -> onnx.ModelProto:
+    """onnx's conformance LabelEncoder (ai.onnx.ml 4) reading `value`, declared as a graph input or not."""
+    node = helper.make_node("LabelEncoder", [value], ["Y"], domain="ai.onnx.ml", keys_strings=["a", "b", "c"],
+                            values_int64s=[0, 1, 2])
+    inputs = [helper.make_tensor_value_info(value, TensorProto.STRING, [5])] if declared else []
+    graph = helper.make_graph([node], "label_encoder", inputs, [helper.make_tensor_value_info("Y", TensorProto.INT64,
+                                                                                               [5])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 4)], ir_version=9)
+
+
+@pytest.mark.parametrize("command", ["lint", "draw", "repair"])
+def test_regression_a_value_nothing_defines_is_refused_before_inference(tmp_path, command):
+    """Found as SIGSEGV (the full run, 2 of 10,000 onnx cases): a conformance LabelEncoder whose graph input was
+    dropped; onnx's inference of LabelEncoder (1.16 and 1.23) reads the missing input's type unchecked. The guards
+    refuse a main-graph value that nothing defines, as ONNX Runtime does ("is not a graph input, initializer, or
+    output of a previous node"), naming the model."""
+    outcome = _judged(command, label_encoder_reading("X", declared=False), tmp_path)
+    _assert_kept(outcome)
+    assert outcome.status == 2 and "X is read by a LabelEncoder node" in outcome.stderr, outcome.stderr
+
+
+def test_control_a_label_encoder_reading_its_graph_input_lints(tmp_path):
+    outcome = _judged("lint", label_encoder_reading("X", declared=True), tmp_path)
+    assert outcome.passed and outcome.status == 0, outcome
+
+
 def test_regression_ifs_nested_past_protobufs_depth_once_inferred(tmp_path):
     """Found as `google.protobuf.message.DecodeError: ... Exceeded upb_DecodeOptions_MaxDepth` from
     `onnx.load_model_from_string` of onnx's inferred model: the file parses (its branch outputs untyped), the

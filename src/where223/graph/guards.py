@@ -188,6 +188,37 @@ def check_acyclic(model: onnx.ModelProto, graphs: list[ReadGraph] | None = None)
     return graphs
 
 
+def check_defined(graphs: list[ReadGraph]) -> None:
+    """Refuse a main graph whose node reads a value nothing defines: no graph input, initializer or node output
+    (ONNX Runtime refuses such a model too; onnx's inference of some operators, as ai.onnx.ml's LabelEncoder,
+    dereferences the missing type and crashes the process). The main graph's own nodes' inputs only: subgraphs may
+    read their outer scopes' values and are left to inference."""
+    main = next((read for read in graphs if not read.path), None)
+    if main is None:
+        return
+    produced: set[str] = set()
+    read: set[str] = set()
+    for node in main.nodes:
+        read.update(node.inputs)
+        produced.update(node.outputs)
+    read.discard("")
+    undefined = read - produced
+    if not undefined:
+        return
+    graph = main.graph
+    undefined -= {value.name for value in graph.input}
+    undefined -= {tensor.name for tensor in graph.initializer}
+    undefined -= {sparse.values.name for sparse in graph.sparse_initializer}
+    if undefined:
+        name = min(undefined)
+        user = next(node for node in main.nodes if name in node.inputs)
+        raise StructureError(
+            f"value {printable(name, 200)} is read by a {printable(user.op_type, 100)} node but is no graph input, "
+            f"initializer or node output of the main graph ({len(undefined)} such value(s)): refused, as ONNX "
+            "Runtime refuses it"
+        )
+
+
 def check_opsets(model: onnx.ModelProto) -> None:
     """Refuse an opset version (the model's or a model-local function's, in any domain) that onnx's schema registry
     cannot take: a C++ int, so below 0 or at 2**31 and past (onnx's `get_schema` raises TypeError on it, ONNX Runtime
@@ -289,6 +320,7 @@ def check_structure(model: onnx.ModelProto) -> list[ReadGraph]:
     check_opsets(model)
     check_functions(model)
     check_acyclic(model, graphs)
+    check_defined(graphs)
     check_required_attributes(model, graphs)
     return graphs
 
