@@ -64,6 +64,14 @@ def detail_says(text: str) -> Callable[[Any], None]:
     return lambda data: first(data["checks"], name="matches_release").update(detail=text)
 
 
+def frame_moved(function: str | None = None) -> Callable[[Any], None]:
+    """The third frame of the call stack (`path:line:function`) one line further down, or calling `function`."""
+    def change(data: Any) -> None:
+        path, line, name = data["call_stack"][2].rsplit(":", 2)
+        data["call_stack"][2] = f"{path}:{int(line) + 9}:{name}" if function is None else f"{path}:{line}:{function}"
+    return change
+
+
 def rerun_of(reference: Path, tmp_path: Path, record: str, change: Callable[[Any], Any]) -> compare.Comparison:
     rerun = copy(tmp_path / "rerun")
     edit(rerun, record, change)
@@ -125,7 +133,7 @@ def cell_rerun_elsewhere(data: dict[str, Any]) -> None:
             "engine.prepare_s": "timing", "error.traceback_tail": "environment"}),
         (REPRODUCE, rerun_elsewhere, {"environment.platform": "environment",
                                       "environment.packages.torch": "environment"}),
-        (REPRODUCE, replaced("ort.py:249:load_session", "ort.py:258:load_session"), {"call_stack[2]": "environment"}),
+        (REPRODUCE, frame_moved(), {"call_stack[2]": "environment"}),
         (VERIFICATION, lambda d: first(d["checks"], name="fp32_inference").update(value=4.5e-08),
          {"checks[8].value": "within tolerance"}),  # 2.98e-08 -> 4.5e-08, its tolerance 1e-05
         (CLASS_CELL, lambda d: d["numerics"].update(relative=0.05), {"numerics.relative": "within tolerance"}),
@@ -151,7 +159,7 @@ def test_declared_roles_do_not_decide(reference, tmp_path, record, change, kinds
         (VERIFICATION, lambda d: first(d["checks"], name="fp32_inference").update(value=2e-05), "checks[8].value"),
         (CLASS_CELL, lambda d: d["numerics"].update(relative=0.08), "numerics.relative"),  # tolerance 0.0625
         (CLASS_CELL, lambda d: d["numerics"].update(relative=None), "numerics.relative"),  # no longer a number
-        (REPRODUCE, replaced("ort.py:249:load_session", "ort.py:249:create_session"), "call_stack[2]"),
+        (REPRODUCE, frame_moved("create_session"), "call_stack[2]"),
         (VARIANTS, lambda d: d["timing"].update(pairs=[]), "timing.pairs"),  # beside the timings: decides
         (VERIFICATION, replaced("worst: transformer.h.0.ln_2.bias (max", "best: transformer.h.0.ln_2.bias (max"),
          "checks[6].detail"),
@@ -178,8 +186,16 @@ def test_a_record_no_type_claims_decides_on_every_difference(tmp_path):
     assert kinds[("classes", "wall_s")] == "timing"  # the control: the same key where a type declares it
 
 
-def test_the_old_variant_reasons_quote_timings_and_the_new_ones_keep_them_apart(reference, tmp_path):
+def test_the_old_variant_reasons_quote_timings_and_the_new_ones_keep_them_apart(tmp_path):
+    def made_before_timing_reasons(data: dict[str, Any]) -> None:  # as records made before the split said it
+        data["recommendation"]["reasons"].insert(4, "step time 1.090 x that of 4.25 (medians)")
+        data["recommendation"].pop("timing_reasons", None)
+
+    reference = copy(tmp_path / "reference")
+    edit(reference, VARIANTS, made_before_timing_reasons)
+
     def old_to_new(data: dict[str, Any]) -> None:
+        made_before_timing_reasons(data)
         data["recommendation"]["reasons"][4] = data["recommendation"]["reasons"][4].replace("1.090", "1.031")
         data["recommendation"]["timing_reasons"] = ["step time 1.031 x that of 4.25"]
 

