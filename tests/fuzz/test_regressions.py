@@ -217,6 +217,15 @@ def test_regression_a_value_nothing_defines_is_refused_before_inference(tmp_path
     assert outcome.status == 2 and "X is read by a LabelEncoder node" in outcome.stderr, outcome.stderr
 
 
+def test_regression_repair_names_the_model_a_refusal_after_inlining_concerns(tmp_path):
+    """Found by the full run (3 of 10,000 onnx cases) as "<model>: value ... is read by a Cast node but is no graph
+    input ...": a mutated conformance model whose model-local function body reads a value nothing defines, refused
+    once repair's round computed the call inline, on the edited model, which named no file. The fuzz's own input."""
+    outcome = _judged("repair", FIXTURES / "function-body-reading-nothing.onnx", tmp_path)
+    _assert_kept(outcome)
+    assert outcome.status == 2 and "function-body-reading-nothing.onnx: value" in outcome.stderr, outcome.stderr
+
+
 def test_control_a_label_encoder_reading_its_graph_input_lints(tmp_path):
     outcome = _judged("lint", label_encoder_reading("X", declared=True), tmp_path)
     assert outcome.passed and outcome.status == 0, outcome

@@ -73,10 +73,11 @@ class OpenedModel:
     graphs: list[ReadGraph]
 
 
-def open_model(source: ModelLike) -> OpenedModel:
-    """`load_model(source)` (weights never read), with the model's graphs read (see `OpenedModel`)."""
+def open_model(source: ModelLike, name: Path | None = None) -> OpenedModel:
+    """`load_model(source)` (weights never read), with the model's graphs read (see `OpenedModel`); `name` names an
+    in-memory model in the guards' refusals (the file it came from)."""
     if isinstance(source, onnx.ModelProto):
-        return _opened(source, None)
+        return _opened(source, None, name)
     path = Path(source)
     if not path.exists():
         raise UnreadableModelError(f"{path}: no such file")
@@ -95,7 +96,7 @@ def open_model(source: ModelLike) -> OpenedModel:
     return _opened(model, path)
 
 
-def _opened(model: onnx.ModelProto, path: Path | None) -> OpenedModel:
+def _opened(model: onnx.ModelProto, path: Path | None, name: Path | None = None) -> OpenedModel:
     """The guards (`guards.check_structure`, and for a file `guards.check_external_locations`), the model's graphs
     read on the way; a refusal as a one-line MalformedModelError naming the model."""
     try:
@@ -103,7 +104,7 @@ def _opened(model: onnx.ModelProto, path: Path | None) -> OpenedModel:
         if path is not None:
             guards.check_external_locations(model, path.parent, graphs)
     except guards.StructureError as error:
-        raise MalformedModelError(f"{path or '<model>'}: {error}") from error
+        raise MalformedModelError(f"{path or name or '<model>'}: {error}") from error
     return OpenedModel(model, path, graphs)
 
 

@@ -289,7 +289,7 @@ def model_types(source: ModelLike, path: Path | None = None, shapes: bool = True
     `path` names an in-memory model in errors; MalformedModelError when onnx's shape inference fails on it or a type
     in it names an element type the installed onnx does not define.
     """
-    opened = open_model(source)
+    opened = open_model(source, path)
     return types_of_loaded(opened.model, opened.path or path, opened.graphs, shapes)
 
 

@@ -100,16 +100,17 @@ def repair(model: ModelLike, target: str = "auto", eager: str | os.PathLike[str]
     leaving other findings in place); a type the schema does not allow is computed in the nearest allowed type that
     holds it and cast back (`_not_allowed`). A model without violations is returned as is, with no changes.
     RepairError (with its reason) when a violation has no rule that resolves it, or violations remain. `path` names
-    an in-memory model (read from that file) in errors about the model as given.
+    an in-memory model (read from that file) in errors, also about the model as the rounds edited it.
     """
     original, loaded_from = load_model(model)
     named = loaded_from or (Path(path) if path is not None else None)
     kernels = eager_kernels(eager) if eager is not None else {}
     current, changes = original, []
     for _ in range(MAX_ROUNDS):
-        named_here = named if current is original else None  # errors about the model as given name its file
-        types = model_types(current, named_here)
-        violations = _in_scope(_findings(current, types, named_here), target)
+        # errors name the file, also about a model the rounds edited: what they refuse came with it (found by the
+        # fuzz: a function body reading a value nothing defines, refused once the rule computed the call inline)
+        types = model_types(current, named)
+        violations = _in_scope(_findings(current, types, named), target)
         if not violations:
             return current, changes
         editor = _editor(current, types)
@@ -118,7 +119,7 @@ def repair(model: ModelLike, target: str = "auto", eager: str | os.PathLike[str]
             break
         changes += editor.changes
         current = editor.result()
-    left = _in_scope(_findings(current, model_types(current)), target)
+    left = _in_scope(_findings(current, model_types(current, named), named), target)
     if not left:
         return current, changes
     raise RepairError("violations remain after the repair: " + "; ".join(v.message() for v in left[:5])

@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from where223 import markdown
-
 WITHIN = "within tolerance"
 BEYOND = "beyond tolerance"
 NOT_COMPARED = "accepted, not compared"
