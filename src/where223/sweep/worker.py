@@ -314,7 +314,7 @@ def _warm_server(
         with _LOCK:
             _REFUSED[key] = why
         return None, key, {"kind": "cold", "warm_refused": why}
-    return server, key, {"kind": "warm", "server_start_s": round(time.monotonic() - start, 1)}
+    return server, key, {"kind": "warm", "server_start_s": round(time.monotonic() - start, 3)}  # > 0: started
 
 
 def _give_back(key: tuple[str, ...], server: WarmServer) -> None:
