@@ -22,6 +22,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import Case
+from tests.fuzz.yaml_cases import data_paths
 from where223.pipeline.paths import OUTPUTS
 
 RECORD_LIMIT_BYTES = 8 * 2**10  # committed records up to this size are seeds
@@ -55,22 +56,11 @@ def record_seeds() -> dict[str, bytes]:
 # --- mutations --------------------------------------------------------------------------------------------------
 
 
-def _paths(data: Any, prefix: tuple = ()) -> list[tuple]:
-    found = [prefix]
-    if isinstance(data, dict):
-        for key, value in data.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            found += _paths(value, (*prefix, index))
-    return found
-
-
 def mutate_data(data: Any, mutations: list[list[Any]]) -> Any:
     """A copy of `data` with values replaced, keys removed or added (odd keys and values, nested a few levels)."""
     data = copy.deepcopy(data)
     for action, pick, key, value, depth in mutations:
-        paths = _paths(data)
+        paths = data_paths(data)
         path = paths[pick % len(paths)]
         for _ in range(depth % 6):
             value = [value] if depth % 2 else {key: value}

@@ -100,15 +100,15 @@ def plan_seeds() -> dict[str, str]:
 # --- mutations of the data --------------------------------------------------------------------------------------
 
 
-def _paths(data: Any, prefix: tuple = ()) -> list[tuple]:
+def data_paths(data: Any, prefix: tuple = ()) -> list[tuple]:
     """Every path (keys and indices) into `data`, the root included."""
     found = [prefix]
     if isinstance(data, dict):
         for key, value in data.items():
-            found += _paths(value, (*prefix, key))
+            found += data_paths(value, (*prefix, key))
     elif isinstance(data, list):
         for index, value in enumerate(data):
-            found += _paths(value, (*prefix, index))
+            found += data_paths(value, (*prefix, index))
     return found
 
 
@@ -143,7 +143,7 @@ def mutate(data: Any, mutations: list[list[Any]]) -> Any:
     """A copy of `data` with each mutation applied: a value replaced, a key removed, a key added."""
     data = copy.deepcopy(data)
     for action, pick, key, kind, number, text, depth in mutations:
-        paths = _paths(data)
+        paths = data_paths(data)
         path = paths[pick % len(paths)]
         value = _hostile_value(kind, number, text, depth)
         if not path:
