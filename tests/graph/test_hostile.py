@@ -551,3 +551,42 @@ def test_judging_in_process_loads_onnxruntime_without_torch(tmp_path):
     assert "onnxruntime" in judged and "torch" not in judged
     plain = loaded_after("import onnxruntime", tmp_path)
     assert "torch" in plain or "onnxruntime.training" not in plain  # a CPU-only onnxruntime has no training
+
+
+MODEL_PATHS_THAT_ARE_NO_FILE = {
+    "a folder": lambda path: path.mkdir(),
+    "a FIFO nothing writes to": os.mkfifo,  # opened blocking, the open would wait for a writer for ever
+    "a symlink to /dev/zero": lambda path: path.symlink_to("/dev/zero"),  # read, zeros without end
+}
+
+
+def _alarm(signum, frame):
+    raise TimeoutError("the tool waited on the model's path")
+
+
+@pytest.mark.parametrize("make", list(MODEL_PATHS_THAT_ARE_NO_FILE))
+def test_a_model_path_that_is_no_regular_file_is_one_line_at_once(make, tmp_path, capsys):
+    """The model is opened once, never blocking, and asked what it is on the descriptor it would be read from
+    (in-process, under an alarm: a blocking open fails the test instead of hanging it)."""
+    path = tmp_path / "model.onnx"
+    MODEL_PATHS_THAT_ARE_NO_FILE[make](path)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
+    try:
+        with pytest.raises(UnreadableModelError, match="model.onnx: not a file$"):
+            lint_model(path)
+        for argv in (["lint", path], ["draw", path, tmp_path / "out.svg"], ["repair", path, tmp_path / "out.onnx"]):
+            code, _, err = _run(argv, capsys)
+            assert code == 2, (argv, err)
+            _one_line(code, err, argv[0], says=f"{path}: not a file")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_control_a_model_in_onnxs_text_format_is_read_as_onnx_load_reads_it(tmp_path):
+    """The format is the one onnx.load takes from the file's extension: a text-format model lints."""
+    onnx.save(hostile.where_conflict(), str(tmp_path / "model.onnxtxt"), format="onnxtxt")
+    assert [v.op_type for v in lint_model(tmp_path / "model.onnxtxt").violations] == ["Where"]
+    with pytest.raises(UnreadableModelError, match="model.onnx: no such file$"):
+        lint_model(tmp_path / "model.onnx")

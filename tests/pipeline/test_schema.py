@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -51,9 +52,37 @@ def test_control_a_copy_with_a_key_missing_or_renamed_fails(relative, tmp_path):
     assert len(schema.check_records(tmp_path, [relative], TYPES)) == 2  # missing, and not declared
 
 
-def made_today() -> dict[str, Any]:
-    """Records as today's cell code writes their numerics (`where223.study._cell.numerics`), for the leaves newer
-    than every committed class or remedies cell (the rule's `reference_spread`): a real comparison, tiny arrays."""
+def _raises(argv: list[str]) -> int:
+    raise ValueError("a control's traceback")
+
+
+def fuzz_failure_made_today(folder: Path) -> dict[str, Any]:
+    """The fuzz record's section of a reader whose one case fails, as today's fuzz engine tallies it
+    (tests/fuzz/engine.py): the failure leaves its roles name, for a full run that found none."""
+    from hypothesis import strategies as st
+
+    from tests.fuzz.engine import Reader, Tally, run_one
+    from tests.fuzz.harness import Case
+
+    def build(recipe: Any, case_folder: Path):
+        model = case_folder / "model.onnx"
+        model.write_bytes(b"")
+        return Case("control", ["lint", str(model)], (str(model),), frozenset({0, 1, 2, 3}), target=_raises), \
+            {"model.onnx": b""}, False
+
+    tally = Tally("control")
+    run_one(Reader("control", st.just(None), build), None, folder / "case", tally)
+    assert tally.failures and tally.failures[0]["outcome"]["problems"], tally  # it failed, as built to
+    from where223.pipeline import environment
+
+    # as benchmarks/fuzz.py writes a reader's section: its run, the tally, the reader's setup time
+    return {"readers": {"control": {"run": environment.this_run(), **tally.to_dict(), "setup_s": 0.0}}}
+
+
+def made_today(folder: Path) -> dict[str, Any]:
+    """Records as today's code writes them, for leaves newer than every committed record of their type: the
+    numerics of today's cell code (`where223.study._cell.numerics`, the rule's `reference_spread`: a real
+    comparison, tiny arrays), and a fuzz failure as the fuzz engine records one."""
     import numpy as np
 
     from where223.study._cell.numerics import compare_outputs
@@ -62,14 +91,32 @@ def made_today() -> dict[str, Any]:
     numerics = compare_outputs([eager[0] + np.float32(1e-3)], eager, "bf16", "onnxruntime")
     assert numerics["outputs"][0]["reference_spread"] == 3.0  # the leaf the roles name, computed
     return {"classes/today/recipe-exporter/made.json": {"numerics": numerics},
-            "remedies/today/recipe-exporter/made.json": {"plain": {"numerics": numerics}}}
+            "remedies/today/recipe-exporter/made.json": {"plain": {"numerics": numerics}},
+            "benchmarks/fuzz.json": fuzz_failure_made_today(folder)}
 
 
-def test_every_declared_role_names_a_place():
+def test_every_declared_role_names_a_place(tmp_path):
     """What compare reads as a timing, an environment field, a measured or informational number names a key of
     its TypedDict, or, below `Any`, a place in some committed record of its type or in one today's code makes
     (the control, a role naming nothing: tests/pipeline/test_compare_roles.py)."""
-    assert schema.role_problems(OUTPUTS, RECORDS, TYPES, made=made_today()) == []
+    assert schema.role_problems(OUTPUTS, RECORDS, TYPES, made=made_today(tmp_path)) == []
+
+
+def test_a_made_record_at_a_committed_records_place_is_read_beside_it(tmp_path):
+    """A record type of one fixed place (benchmarks/fuzz.json): the committed record and the one today's code
+    makes are each read, the made one never standing in for the committed one."""
+    from where223.pipeline.record import Fuzz
+
+    types = {"benchmarks/fuzz.json": Fuzz}
+    committed = tmp_path / "root" / "benchmarks" / "fuzz.json"
+    committed.parent.mkdir(parents=True)
+    committed.write_text(json.dumps(fuzz_failure_made_today(tmp_path)))
+    made = fuzz_failure_made_today(tmp_path)
+    empty = {"benchmarks/fuzz.json": {"readers": {"control": {**made["readers"]["control"], "failures": []}}}}
+    assert schema.role_problems(committed.parents[1], ["benchmarks/fuzz.json"], types, made=empty) == []
+    # the control: with no committed record holding a failure, the failure's roles name nothing
+    found = schema.role_problems(committed.parents[1], [], types, made=empty)
+    assert any("failures[*].outcome.seconds" in line for line in found), found
 
 
 def test_control_without_todays_records_the_newer_leaves_name_nothing():

@@ -5,9 +5,11 @@ worker, and cells whose stack fails to build; a deadline on the same cluster; re
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -73,7 +75,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
     logs.mkdir()
     scheduler = subprocess.Popen(
         [BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
-        env=env, stdout=subprocess.DEVNULL, stderr=(logs / "scheduler.log").open("w"),
+        env=env, stdout=subprocess.DEVNULL, stderr=(logs / "scheduler.log").open("w"), start_new_session=True,
     )  # fmt: skip
     workers = [
         subprocess.Popen(
@@ -81,6 +83,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=(logs / f"worker-{index}.log").open("w"),
+            start_new_session=True,
         )  # fmt: skip
         for index in range(2)
     ]
@@ -90,14 +93,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=60)
         yield address, env
-    finally:
+    finally:  # killed, each with what it started (its own session): a graceful close of nannies takes seconds
         for process in [*workers, scheduler]:
-            process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
         for process in [*workers, scheduler]:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            process.wait(timeout=30)
 
 
 def records(outputs: Path) -> dict[str, dict]:

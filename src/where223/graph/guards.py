@@ -494,8 +494,9 @@ def check_external_locations(model: onnx.ModelProto, folder: Path, graphs: Itera
     """Refuse a model any of whose tensors (`model_tensors`; `graphs` as it takes them) keeps its data at a location
     that is absolute or resolves outside `folder` (after symlinks): the rule every tool applies to a model it opens,
     though it reads no weights. A missing file is no refusal here: the weights are not needed to read the graph."""
-    base = folder.resolve()
+    base = None  # resolved at the first external tensor: most models keep none, and resolving costs a syscall a part
     for where, tensor in external_tensors(model, graphs):
+        base = folder.resolve() if base is None else base
         _located(where, tensor, base)
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
+from onnx import serialization
 
 from where223.errors import UsageError, printable
 from where223.graph import guards
@@ -79,12 +81,10 @@ def open_model(source: ModelLike, name: Path | None = None) -> OpenedModel:
     if isinstance(source, onnx.ModelProto):
         return _opened(source, None, name)
     path = Path(source)
-    if not path.exists():
-        raise UnreadableModelError(f"{path}: no such file")
-    if not path.is_file():
-        raise UnreadableModelError(f"{path}: not a file")
-    try:
-        model = onnx.load(str(path), load_external_data=False)
+    data = _read_regular_file(path)
+    try:  # as onnx.load(path) parses: the format its file extension names (a text format), else protobuf
+        form = serialization.registry.get_format_from_file_extension(os.path.splitext(path)[1]) or "protobuf"
+        model = serialization.registry.get(form).deserialize_proto(data, onnx.ModelProto())
     except DecodeError as exc:
         raise UnreadableModelError(f"{path}: not an ONNX model or truncated ({exc})") from exc
     except (OSError, ValueError, RecursionError) as exc:
@@ -94,6 +94,26 @@ def open_model(source: ModelLike, name: Path | None = None) -> OpenedModel:
             f"{path}: not an ONNX model or truncated (no ir_version, graph or opset_import)"
         )
     return _opened(model, path)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of the regular file at `path`, opened once (never blocking: a FIFO or a device is refused after
+    the open, never read) and asked what it is on the descriptor it is read from; an UnreadableModelError else."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in the name
+        raise UnreadableModelError(f"{path}: no such file") from None
+    except OSError as exc:  # a file or folder it may not read, a loop of links, a name too long
+        raise UnreadableModelError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise UnreadableModelError(f"{path}: not a file")
+        with os.fdopen(descriptor, "rb", closefd=False) as file:
+            return file.read()
+    except OSError as exc:
+        raise UnreadableModelError(f"{path}: cannot be read as ONNX ({exc})") from exc
+    finally:
+        os.close(descriptor)
 
 
 def _opened(model: onnx.ModelProto, path: Path | None, name: Path | None = None) -> OpenedModel:

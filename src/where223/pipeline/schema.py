@@ -207,14 +207,15 @@ def role_problems(root: str | os.PathLike[str], relatives: Iterable[str],
                 pending.setdefault(record_type, {})[declaration.pattern] = declaration.parts
     counted: dict[type, int] = {}
     made = made or {}
-    for relative in [*relatives, *made]:
+    # a made record may share its path with a committed one (a record type of one fixed place): each is read
+    for relative, is_made in [*((r, False) for r in relatives), *((r, True) for r in made)]:
         record_type = type_of(relative, types_of)
         wanted = pending.get(record_type) if record_type is not None else None
         if not wanted:
             continue
         counted[record_type] = counted.get(record_type, 0) + 1
         try:
-            value = made[relative] if relative in made else json.loads((Path(root) / relative).read_text())
+            value = made[relative] if is_made else json.loads((Path(root) / relative).read_text())
         except (OSError, ValueError):
             continue  # check_records says why
         for pattern, parts in list(wanted.items()):
