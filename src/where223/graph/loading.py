@@ -80,7 +80,7 @@ def open_model(source: ModelLike, name: Path | None = None) -> OpenedModel:
     in-memory model in the guards' refusals (the file it came from)."""
     if isinstance(source, onnx.ModelProto):
         return _opened(source, None, name)
-    path = Path(source)
+    path = source if isinstance(source, Path) else Path(source)  # a Path as given: parsing it again costs
     data = _read_regular_file(path)
     try:  # as onnx.load(path) parses: the format its file extension names (a text format), else protobuf
         form = serialization.registry.get_format_from_file_extension(os.path.splitext(path)[1]) or "protobuf"
@@ -106,10 +106,13 @@ def _read_regular_file(path: Path) -> bytes:
     except OSError as exc:  # a file or folder it may not read, a loop of links, a name too long
         raise UnreadableModelError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode):
             raise UnreadableModelError(f"{path}: not a file")
-        with os.fdopen(descriptor, "rb", closefd=False) as file:
-            return file.read()
+        parts = []  # read until the end: at once for a file as large as it was said to be, on for one that grew
+        while part := os.read(descriptor, found.st_size + 1 if not parts else 2**20):
+            parts.append(part)
+        return b"".join(parts)
     except OSError as exc:
         raise UnreadableModelError(f"{path}: cannot be read as ONNX ({exc})") from exc
     finally:
