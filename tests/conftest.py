@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-# pytest-xdist runs one worker per core: each worker, and the kernels and subprocesses it starts, computes on its share
-# of the cores (torch's intra-op threads), instead of every worker spreading threads over all of them and waiting.
+# pytest-xdist runs a worker per core and one more (`pytest_xdist_auto_num_workers`): each worker, and the kernels and
+# subprocesses it starts, computes on its share of the cores (torch's intra-op threads, at least one), instead of
+# every worker spreading threads over all of them and waiting.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     _SHARE = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -118,6 +119,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return SLOWEST_FIRST.index(group) if group in SLOWEST_FIRST else len(SLOWEST_FIRST)
 
     items.sort(key=rank)  # stable: collection order inside a group and among the rest
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: what `-n auto` means
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One worker per core, and one more: the suite spends much of its time waiting (kernels starting, time limits
+    running out, servers answering, a worker's last group running alone), which the extra worker fills; its CPU
+    time is well under its wall time on every core (`make test`'s time: outputs/benchmarks/command_times.json)."""
+    return (os.cpu_count() or 1) + 1
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: with `-n 0` nothing calls it

@@ -56,3 +56,12 @@ def test_groups():
     assert xdist_group("tests/notebooks/test_04_variants.py::test_x[a::b]") == "tests/notebooks/test_04_variants.py"
     root = Path(__file__).parents[1]
     assert all(group == "notebooks-01-03" or (root / group).is_file() for group in SLOWEST_FIRST)  # no stale name
+
+
+def test_auto_means_a_worker_per_core_and_one_more(request):
+    """`-n auto` (pyproject's addopts) asks the hook of tests/conftest.py, ahead of pytest-xdist's own (a worker per
+    core, what it answers without ours: the control)."""
+    import xdist.plugin
+
+    assert request.config.hook.pytest_xdist_auto_num_workers(config=request.config) == (os.cpu_count() or 1) + 1
+    assert xdist.plugin.pytest_xdist_auto_num_workers(request.config) == (os.cpu_count() or 1)
