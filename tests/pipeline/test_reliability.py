@@ -262,6 +262,7 @@ def test_ctrl_c_while_a_notebook_runs_is_one_line_and_stops_its_kernel(tmp_path:
     before = _tree(out)
     env = {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}
     env["WHERE223_ROOT"] = str(root)  # the tiny notebook's checkout; the package is still this one
+    env["PYTHONFAULTHANDLER"] = "1"  # should it hang: its threads' stacks, on the SIGABRT below
     child = subprocess.Popen([sys.executable, "-m", "where223", "run", "--params", str(plan), "--output-root",
                               str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -271,7 +272,11 @@ def test_ctrl_c_while_a_notebook_runs_is_one_line_and_stops_its_kernel(tmp_path:
         assert started.exists(), child.communicate()[1] if child.poll() is not None else "no kernel within 120 s"
         kernel = int(started.read_text())
         child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=60)
+        try:
+            _, err = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGABRT)
+            pytest.fail("no end within 60 s of the Ctrl-C; its threads:\n" + child.communicate(timeout=30)[1][-8000:])
     finally:
         child.kill()
     name = "zz_sleep__started=" + slug(started)
@@ -281,6 +286,42 @@ def test_ctrl_c_while_a_notebook_runs_is_one_line_and_stops_its_kernel(tmp_path:
         "is kept there, nothing of it published); temporary files removed\n"))
     assert _tree(out) == before and kept.is_file()
     assert _ended(kernel)  # stopped, not left to notice its parent gone
+
+
+def test_a_ctrl_c_the_kernel_hands_to_another_thread_stops_the_runners_wait_at_once(tmp_path: Path):
+    """The kernel may hand a process's SIGINT to any of its threads (a copy's, ZMQ's); Python then only marks it for
+    the main thread, whose handler runs at its next step. Before: the runner's main thread waited for a copy without
+    end, so the Ctrl-C waited for the running copy to finish (the test above timed out twice under load, a notebook
+    cell sleeping). Now its wait wakes every `SIGNAL_POLL_S`."""
+    import threading
+    from types import SimpleNamespace
+
+    from where223.pipeline import run as runner
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only: this test must run there")
+    schedule = runner._Schedule([], tmp_path, "where223", lambda line: None, lambda path, unfinished: None, 1)
+    copy = threading.Thread(target=time.sleep, args=(3,), name="a copy")  # a copy running a long cell
+    copy.start()
+    schedule.running["copy"] = (SimpleNamespace(alone=False, alone_until=None), runner._Stop(), copy)
+    entered = threading.Event()
+
+    def kernel_hands_sigint_to_the_copy() -> None:
+        entered.wait()
+        time.sleep(0.2)
+        signal.pthread_kill(copy.ident, signal.SIGINT)
+        copy.join()
+        schedule.finished.put(("copy", RuntimeError("the copy ended")))  # what ends the wait before the change
+
+    threading.Thread(target=kernel_hands_sigint_to_the_copy, daemon=True).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        entered.set()
+        for _ in range(100):  # as _Schedule.run waits
+            schedule.wait()
+    waited = time.monotonic() - start
+    copy.join()
+    assert waited < 2, f"the Ctrl-C was acted on after {waited:.1f} s, when the copy ended"
 
 
 def _ended(pid: int) -> bool:

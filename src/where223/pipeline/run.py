@@ -637,6 +637,10 @@ def _nothing() -> Iterator[None]:
 
 
 ALONE_POLL_S = 0.2  # how often the runner looks for an `alone_until` file
+# How long the main thread waits for a copy at most before it runs Python again: a signal the kernel hands to
+# another of the runner's threads (the copies', ZMQ's) only marks it for the main thread, whose handler then runs at
+# its next step; blocked in a wait without end, a Ctrl-C would wait for the running copy to finish.
+SIGNAL_POLL_S = 0.5
 
 
 def _close_event_loop() -> None:
@@ -712,7 +716,7 @@ class _Schedule:
         until it writes a file, wait at most `ALONE_POLL_S`, so that others start soon after it does."""
         polling = any(run.alone_until and self.alone(run) for run, *_ in self.running.values())
         try:
-            name, outcome = self.finished.get(timeout=ALONE_POLL_S if polling else None)
+            name, outcome = self.finished.get(timeout=ALONE_POLL_S if polling else SIGNAL_POLL_S)
         except queue.Empty:
             return None
         del self.running[name]
