@@ -122,7 +122,9 @@ def _part_problems(node: Any, run: Mapping[str, Any], where: str) -> list[str]:
         return found
     if not isinstance(node, Mapping):
         return found
-    if where and RUN in node:  # a part of its own: a rerun's, or one kept from an earlier run, labelled
+    tally = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in node.values())
+    if where and RUN in node and not tally:  # a part of its own: a rerun's, or one kept from an earlier run, labelled
+        # (a mapping of numbers alone is a tally, whose keys are names: the fuzz's count of `run` commands)
         found += run_problems(node[RUN], f"{where}.{RUN}")
         if found:
             return found

@@ -184,3 +184,12 @@ def test_a_kept_part_carries_its_own_run_not_the_rerun_s():
     assert benchmark_records.problems(rerun) == [
         "graph.recorded_at: recorded at 2026-12-03T10:04:00+00:00, before its part's run started "
         "(2026-12-04T09:00:00+00:00): two runs in one part"]
+
+
+def test_a_tally_keyed_by_a_command_named_run_is_no_part_and_a_part_whose_run_is_a_number_still_fails():
+    """The fuzz counts its cases per command, `run` among them: a mapping of numbers alone is a tally. The control:
+    a part (numbers and more) whose `run` is a number is still refused."""
+    record = {"run": _run(), "readers": {"plan": {"run": _run(), "commands": {"run": 10000}, "cases": 10000}}}
+    assert benchmark_records.problems(record) == []
+    broken = {"run": _run(), "readers": {"plan": {"run": 3, "commands": {"run": 10000}, "note": "a part"}}}
+    assert benchmark_records.problems(broken) == ["readers.plan.run: its run is int, not an object"]

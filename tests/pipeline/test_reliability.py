@@ -248,6 +248,14 @@ def test_an_interrupted_plan_names_the_copies_it_published_and_kept(tmp_path: Pa
     assert _tree(out) == before and kept.is_file()  # before: "nothing published", though aa_first was
 
 
+def _sigint_as_a_terminal_leaves_it() -> None:
+    """In the child, before `where223` starts: SIGINT at its default, as a terminal's foreground job has it. A suite
+    started in the background of a script (`make test &`) inherits SIGINT ignored, as a shell leaves it for background
+    jobs, and Python then keeps ignoring it: the runner would rightly let the Ctrl-C pass (the test below timed out
+    so, three times, in runs started in the background)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_ctrl_c_while_a_notebook_runs_is_one_line_and_stops_its_kernel(tmp_path: Path):
     """`where223 run` in a process of its own, Ctrl-C once the kernel runs a cell. Before: ZMQ tracebacks from the
@@ -264,7 +272,8 @@ def test_ctrl_c_while_a_notebook_runs_is_one_line_and_stops_its_kernel(tmp_path:
     env["WHERE223_ROOT"] = str(root)  # the tiny notebook's checkout; the package is still this one
     env["PYTHONFAULTHANDLER"] = "1"  # should it hang: its threads' stacks, on the SIGABRT below
     child = subprocess.Popen([sys.executable, "-m", "where223", "run", "--params", str(plan), "--output-root",
-                              str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_sigint_as_a_terminal_leaves_it)
     try:
         deadline = time.monotonic() + 120
         while not started.exists() and child.poll() is None and time.monotonic() < deadline:
@@ -289,10 +298,10 @@ def test_ctrl_c_while_a_notebook_runs_is_one_line_and_stops_its_kernel(tmp_path:
 
 
 def test_a_ctrl_c_the_kernel_hands_to_another_thread_stops_the_runners_wait_at_once(tmp_path: Path):
-    """The kernel may hand a process's SIGINT to any of its threads (a copy's, ZMQ's); Python then only marks it for
-    the main thread, whose handler runs at its next step. Before: the runner's main thread waited for a copy without
-    end, so the Ctrl-C waited for the running copy to finish (the test above timed out twice under load, a notebook
-    cell sleeping). Now its wait wakes every `SIGNAL_POLL_S`."""
+    """The kernel may hand a process's SIGINT to another of its threads (a copy's, ZMQ's) when the main thread
+    cannot take it at once; Python then only marks it for the main thread, whose handler runs at its next step.
+    Before: the runner's main thread waited for a copy without end, so such a Ctrl-C waited for the running copy to
+    finish. Now its wait wakes every `SIGNAL_POLL_S`."""
     import threading
     from types import SimpleNamespace
 
