@@ -712,8 +712,9 @@ class _Schedule:
         thread.start()
 
     def wait(self) -> BaseException | None:
-        """Wait for a running copy to end: record it published, or return what it raised. While a copy runs alone
-        until it writes a file, wait at most `ALONE_POLL_S`, so that others start soon after it does."""
+        """Wait for a running copy to end: record it published, or return what it raised; None when none ended in
+        time. While a copy runs alone until it writes a file, wait at most `ALONE_POLL_S`, so that others start soon
+        after it does; else at most `SIGNAL_POLL_S`, so that a signal is acted on while copies run."""
         polling = any(run.alone_until and self.alone(run) for run, *_ in self.running.values())
         try:
             name, outcome = self.finished.get(timeout=ALONE_POLL_S if polling else SIGNAL_POLL_S)
