@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.pipeline import environment
-from where223.pipeline.paths import ROOT
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("command_times_benchmark", ROOT / "benchmarks" / "command_times.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("command_times")
 
 
 def test_the_pytest_summary_is_the_last_one(bench):

@@ -6,7 +6,6 @@ it writes, and peers.py's corpus of its conversions. The converters themselves r
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
 import zipfile
 
@@ -15,24 +14,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.pipeline import schema
-from where223.pipeline.paths import ROOT
 from where223.study.conversions.record import ConvertersRecord
-
-
-def _load(name: str, file: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / file)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    yield _load("converters_benchmark", "converters.py")
+    yield benchmark_scripts.load("converters")
     sys.modules.pop("converters_benchmark", None)
 
 
@@ -145,7 +134,7 @@ def _row(bench, model, converter, verdict="accepted", within=True, lint=(), shar
 
 
 def _peer_tools(bench, rows):
-    peers = _load("peers_for_converters", "peers.py")
+    peers = benchmark_scripts.load("peers", "peers_for_converters")
     return {"lint": {"measured": True, "scores": peers.score(rows, "lint")}}
 
 
@@ -186,7 +175,7 @@ def test_the_record_is_one_measurement_of_its_run_and_of_its_type(bench, tmp_pat
 
 
 def test_peers_takes_the_conversions_the_converters_benchmark_leaves(tmp_path):
-    peers = _load("peers_for_converted", "peers.py")
+    peers = benchmark_scripts.load("peers", "peers_for_converted")
     folder = tmp_path / "converted" / "pkg_model"
     folder.mkdir(parents=True)
     for name in ("occ.onnx", "occ.repaired.onnx", "where223_convert_fp16.onnx"):

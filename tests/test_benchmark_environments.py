@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.pipeline import records
-from where223.pipeline.paths import ROOT
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("environments_benchmark", ROOT / "benchmarks" / "environments.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("environments")
 
 
 SITE = "lib/python3.11/site-packages"

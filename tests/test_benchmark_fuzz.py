@@ -4,24 +4,17 @@ at least 10,000 cases, none failed), and copies built to break it each say why (
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 
 import pytest
 
-from where223.pipeline.paths import OUTPUTS, ROOT
+from tests import benchmark_scripts
+from where223.pipeline.paths import OUTPUTS
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = ROOT / "benchmarks" / "fuzz.py"
-    spec = importlib.util.spec_from_file_location("fuzz_benchmark", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("fuzz")
 
 
 @pytest.fixture(scope="module")

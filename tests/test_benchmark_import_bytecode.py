@@ -11,19 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.pipeline import records
-from where223.pipeline.paths import ROOT
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = ROOT / "benchmarks" / "import_bytecode.py"
-    spec = importlib.util.spec_from_file_location("import_bytecode_benchmark", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("import_bytecode")
 
 
 def two_faced_module(folder: Path) -> None:

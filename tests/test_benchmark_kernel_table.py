@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.graph.kernels import KernelEntry, KernelStatus
 from where223.pipeline import records
-from where223.pipeline.paths import ROOT
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = ROOT / "benchmarks" / "kernel_table.py"
-    spec = importlib.util.spec_from_file_location("kernel_table_benchmark", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("kernel_table")
 
 
 @pytest.mark.parametrize(("key", "kind"), [

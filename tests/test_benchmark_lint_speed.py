@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.graph import lint as lint_module
 from where223.graph.lint import FindingKind, lint_model
 from where223.graph.ort import OrtVerdict, judge_message, parse_type_binding
@@ -21,11 +20,7 @@ from where223.pipeline.paths import OUTPUTS, ROOT
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("lint_speed_benchmark", ROOT / "benchmarks" / "lint_speed.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("lint_speed")
 
 
 def test_measure_records_both_tools_on_a_model_with_external_weights(bench, tmp_path):

@@ -3,25 +3,17 @@ and its record (when one is committed) is one measurement per module with its ru
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.pipeline.paths import ROOT
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = ROOT / "benchmarks" / "mutation.py"
-    spec = importlib.util.spec_from_file_location("mutation_benchmark", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("mutation")
 
 
 def test_the_lists_mutator_moves_drops_and_shifts_each_op(bench):

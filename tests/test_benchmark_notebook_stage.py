@@ -7,7 +7,6 @@ notebooks running two at a time, this is the stage's wall time, shorter than the
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import shlex
 import sys
@@ -15,18 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from where223.pipeline.paths import ROOT
+from tests import benchmark_scripts
 
 SINCE = dt.datetime(2026, 12, 3, 10, 0, tzinfo=dt.timezone.utc)
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("command_times_stage", ROOT / "benchmarks" / "command_times.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("command_times", "command_times_stage")
 
 
 def executed(folder: Path, name: str, start_s: float, seconds: float) -> None:

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from tests import benchmark_records
+from tests import benchmark_records, benchmark_scripts
 from where223.pipeline import records
-from where223.pipeline.paths import ROOT
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("sweep_engine_benchmark", ROOT / "benchmarks" / "sweep_engine.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("sweep_engine")
 
 
 def rows(count, seconds, overhead=1.0, kind="cold"):
