@@ -12,7 +12,9 @@ module-level collection literal (a tuple, list, set or dict of constants: an op'
 a module-level `re.compile` pattern made to match nothing, and in the autocast lists (`autocast_lists/*.json`)
 every op moved to another policy, dropped, or given another line (`json_mutants`).
 
-Each mutant runs the tests that exercise its module (TARGETS: seconds, not the suite) with `pytest -x` in .venv;
+Each mutant runs the tests that exercise its module (TARGETS: seconds, not the suite) with `pytest -x` in .venv,
+through a warm pytest (warm_pytest.py: a server per copy and environment that imports torch, onnx and pytest once
+and forks a child of its own per run, so that the mutated module is imported fresh each time);
 a mutant those leave alive runs the module's graph tests again in .venv-graph (onnx 1.23): a kill in either
 environment counts, and one made only there is counted apart. A test run past the target's `timeout_s` is timed out
 (listed apart, not counted as killed). score = killed / (made - equivalent); EQUIVALENT says why each equivalent
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -328,19 +331,52 @@ def make_tree(folder: Path) -> None:
             target.unlink()
 
 
+def _socket(tree: Path, venv: str) -> Path:
+    return tree.parent / f"warm-{tree.name}-{venv.lstrip('.')}.sock"
+
+
 def test_script(name: str, target: Target, tree: Path) -> Path:
+    """The mutant's test command: the target's tests through the copy's warm servers (`warm_pytest.py`), in .venv,
+    then (a mutant that survived there) its graph tests in .venv-graph."""
+    asker = f"'{ROOT}/.venv/bin/python' -I '{ROOT}/benchmarks/warm_pytest.py' ask"
+    args = " ".join(PYTEST[2:])
     quoted = " ".join(f"'{a}'" for a in target.tests)
     lines = ["#!/bin/bash", f"cd '{tree}' || exit 3",
-             f"export PYTHONPATH='{tree}/src:{tree}' PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1",
-             f"'{ROOT}/.venv/bin/python' {' '.join(PYTEST)} {quoted} || {{ echo '{KILLED_IN}.venv'; exit 1; }}"]
+             f"{asker} '{_socket(tree, '.venv')}' {args} {quoted} || {{ echo '{KILLED_IN}.venv'; exit 1; }}"]
     if target.graph_tests:
         graph = " ".join(f"'{a}'" for a in target.graph_tests)
-        lines.append(f"'{ROOT}/.venv-graph/bin/python' {' '.join(PYTEST)} {graph} || "
+        lines.append(f"{asker} '{_socket(tree, '.venv-graph')}' {args} {graph} || "
                      f"{{ echo '{KILLED_IN}.venv-graph'; exit 1; }}")
     lines.append("exit 0")
     script = tree.parent / f"test-{name.replace('/', '-')}-{tree.name}.sh"
     script.write_text("\n".join(lines) + "\n")
     return script
+
+
+@contextlib.contextmanager
+def warm_servers(target: Target, tree: Path) -> Iterator[None]:
+    """The copy's warm pytest servers (.venv, and .venv-graph when the target has graph tests) while a module runs:
+    each imports torch, onnx and pytest once and forks a child per test run (benchmarks/warm_pytest.py)."""
+    venvs = [".venv", *([".venv-graph"] if target.graph_tests else [])]
+    env = {**os.environ, "PYTHONPATH": f"{tree}/src:{tree}", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+    servers = []
+    try:
+        for venv in venvs:
+            log = (tree.parent / f"warm-{tree.name}-{venv.lstrip('.')}.log").open("w")
+            server = subprocess.Popen([str(ROOT / venv / "bin" / "python"), str(ROOT / "benchmarks" / "warm_pytest.py"),
+                                       "serve", str(_socket(tree, venv))], cwd=tree, env=env,
+                                      stdout=subprocess.PIPE, stderr=log, text=True)
+            servers.append(server)
+            if server.stdout is None or server.stdout.readline().strip() != "ready":
+                raise SystemExit(f"mutation: the warm pytest server in {venv} did not start (see {log.name})")
+        yield
+    finally:
+        for server in servers:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
 
 
 def run_tests(command: str, timeout_s: float, cwd: Path) -> tuple[str, str, float]:
@@ -607,9 +643,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def one(name: str) -> tuple[str, dict[str, Any]]:
         tree = free.get()  # each module mutates its own copy: no other module's tests see its mutants
         try:
-            if args.again:
-                return name, rerun_survivors(name, record["modules"][name], tree)
-            return name, run_module(name, tree, args.work)
+            with warm_servers(TARGETS[name], tree):
+                if args.again:
+                    return name, rerun_survivors(name, record["modules"][name], tree)
+                return name, run_module(name, tree, args.work)
         finally:
             free.put(tree)
 
@@ -636,7 +673,8 @@ def _write(out: Path, run: dict[str, Any], finished: dict[str, dict[str, Any]], 
             "environment": environment.describe(),
             "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "tool": {"name": "cosmic-ray", "version": _version("cosmic-ray"),
-                     "own": "benchmarks/mutation.py: conditions dropped, module-level data, autocast_lists/*.json"},
+                     "own": "benchmarks/mutation.py: conditions dropped, module-level data, autocast_lists/*.json",
+                     "test_runs": "benchmarks/warm_pytest.py: a forked child of a warm server per test run"},
             "score_rule": "killed / (made - equivalent); timed out and incompetent mutants are listed apart and not "
                           "counted as killed; a kill in .venv or .venv-graph counts",
             "target_score": TARGET_SCORE,
