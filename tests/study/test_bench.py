@@ -177,7 +177,21 @@ def test_step_times_inside_the_spread_are_ties_that_noise_cannot_flip():
     recommendation = ranking.recommend(_timed(1.00, 0.80), "gpt2", 64)
     assert recommendation["ranking"] == ["second", "first"]
     assert not any(reason.startswith("ties with") for reason in recommendation["reasons"])
-    assert any("beyond the run-to-run spread" in reason for reason in recommendation["reasons"])
+    assert any("beyond the run-to-run spreads" in reason for reason in recommendation["reasons"])
+
+
+def test_a_tie_is_within_the_sum_of_the_spreads_or_a_tenth():
+    # the larger spread alone (0.08) would call these 0.12 apart a difference; the sum (0.15) does not
+    assert ranking.timing_tie(_row(paired_ratio=1.0, paired_ratio_spread=0.08),
+                              _row(paired_ratio=0.88, paired_ratio_spread=0.07))
+    # spreads of none (a quiet run) do not make 6% a reason to choose
+    assert ranking.timing_tie(_row(paired_ratio=1.0, paired_ratio_spread=0.0),
+                              _row(paired_ratio=0.94, paired_ratio_spread=0.0))
+    # controls: beyond the sum, and beyond a tenth with no spread, are differences
+    assert not ranking.timing_tie(_row(paired_ratio=1.0, paired_ratio_spread=0.08),
+                                  _row(paired_ratio=0.84, paired_ratio_spread=0.07))
+    assert not ranking.timing_tie(_row(paired_ratio=1.0, paired_ratio_spread=0.0),
+                                  _row(paired_ratio=0.89, paired_ratio_spread=0.0))
 
 
 def test_ties_on_time_are_broken_by_measured_criteria():

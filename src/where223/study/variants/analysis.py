@@ -72,11 +72,15 @@ def paired_spread(ratios: Sequence[float]) -> float:
 # The stopping rule of the step timing (bench.step_times), stated in every record it decides.
 MIN_ROUNDS = 6  # timed rounds before the rule is consulted (a spread from fewer same-round ratios is noise)
 STABLE_ROUNDS = 3  # consecutive rounds over which no decision between two variants may change
+# The smallest step-time difference (as a ratio to 4.25.1's step) that may decide between two variants: a variant a
+# tenth faster is a reason to choose it, less is not; one run's same-round spread understates the spread between
+# runs on a shared CPU, where reruns ordered two variants 0.03 apart both ways (NOTES).
+MIN_SPEED_DIFFERENCE = 0.10
 STOPPING_RULE = (
     f"timed rounds go on until every pair of variants the recommendation can depend on (`pairs`: eligible and "
     f"equal on every criterion ranked before time; variants.analysis.timing_pairs) has kept the same timing "
-    f"decision (a tie within the larger run-to-run spread, or one faster: variants.analysis.timing_tie on their "
-    f"paired ratios) over the "
+    f"decision (a tie within the sum of the two run-to-run spreads or {MIN_SPEED_DIFFERENCE} of 4.25.1's step, or "
+    f"one faster: variants.analysis.timing_tie on their paired ratios) over the "
     f"last {STABLE_ROUNDS} rounds, consulted from round {MIN_ROUNDS} on, and stop at the settings' `steps` "
     f"rounds at most; a variant in none of those pairs is timed for the first {MIN_ROUNDS} rounds only (its "
     f"`steps_timed`; its ratio pairs those rounds with the baseline's and has the precision they give)"
@@ -129,9 +133,10 @@ def timing_settled(history: Sequence[dict[tuple[str, str], int]]) -> bool:
 
 
 def timing_tie(row: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Two paired step-time ratios closer than the larger of their spreads: a tie, not a difference."""
-    spread = max(row.get("paired_ratio_spread", 0.0), other.get("paired_ratio_spread", 0.0))
-    return abs(row["paired_ratio"] - other["paired_ratio"]) <= spread
+    """Two paired step-time ratios no further apart than the sum of their spreads (the difference of two uncertain
+    ratios is uncertain by up to both), or than `MIN_SPEED_DIFFERENCE`: a tie, not a difference."""
+    spread = row.get("paired_ratio_spread", 0.0) + other.get("paired_ratio_spread", 0.0)
+    return abs(row["paired_ratio"] - other["paired_ratio"]) <= max(spread, MIN_SPEED_DIFFERENCE)
 
 
 def _by_measurable_speed(group: list[str], rows: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -157,7 +162,7 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
     Eligible: eager logits bitwise equal to 4.25.1 and a trace-correct export. Among those, ranked by: no
     lint violation at all, fewest dtype divergences from eager, least sync cost, equal outputs on the probe
     too, fewest Casts in the attention block, then the paired step-time ratio, but only where two ratios
-    differ by more than their run-to-run spread (`timing_tie`). Variants equal on every measured criterion
+    differ by more than the sum of their run-to-run spreads and by a tenth at least (`timing_tie`). Variants equal on every measured criterion
     whose times tie keep the study's order: noise never picks the winner, and the reasons say it was a tie.
     """
     eligible = [name for name, row in rows.items() if row["eager_equal"] and trace_correct(row) is not False]
@@ -215,14 +220,14 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
     if ties:
         reasons.append(
             f"ties with {', '.join(ties)}: equal on every measured criterion, step times within the run-to-run "
-            "spread; the first in the study's order is named"
+            "spreads or a tenth of 4.25.1's; the first in the study's order is named"
         )
         times = ", ".join(f"{name} {_timing(rows[name])}" for name in ties)
         timing_reasons.append(f"tied step times: {ranking[0]} {_timing(best)}; {times}")
     slower = [name for name in ranking if measured(name) == measured(ranking[0]) and name not in clusters[0]]
     if slower:
         reasons.append(
-            f"faster, beyond the run-to-run spread, than its equals on every measured criterion: {', '.join(slower)}")
+            f"faster, beyond the run-to-run spreads and by a tenth at least, than its equals on every measured criterion: {', '.join(slower)}")
         times = ", ".join(f"{name} {_timing(rows[name])}" for name in slower)
         timing_reasons.append(f"step times of its slower equals: {times}")
     if not best["eager_equal_probe"]:
