@@ -237,6 +237,55 @@ def test_every_committed_file_reads_and_names_only_known_policies():
         CudaAutocastLists.from_dict({"torch": "x", "policies": {"fp64": [{"op": "mm", "at": "f:1"}]}})
 
 
+def _cited_lines(lists: CudaAutocastLists) -> dict[str, dict[str, list[int]]]:
+    """file -> policy -> the lines its ops are cited at, in the lists' order (ops cited by their block left out)."""
+    cited: dict[str, dict[str, list[int]]] = {}
+    for policy, at in lists.ops.values():
+        file, _, line = at.partition(":")
+        if not line.endswith("(block)"):
+            cited.setdefault(file, {}).setdefault(policy, []).append(int(line))
+    return cited
+
+
+def _check_cited_lines(lists: CudaAutocastLists) -> None:
+    for file, policies in _cited_lines(lists).items():
+        lines = [line for own in policies.values() for line in own]
+        assert len(lines) == len(set(lines)), (lists.torch, file)
+        for own in policies.values():
+            steps = [b - a for a, b in zip(own, own[1:], strict=False)]
+            assert all(step == 1 or step > 2 for step in steps), (lists.torch, file, own)
+        if len(lines) == 1 and file in lists.registered_at:
+            assert lines == [lists.registered_at[file]], (lists.torch, file)
+
+
+def test_each_cited_line_is_its_op_s_own_line_in_the_source_s_block():
+    """The source lists one op per line, a policy's ops line after line (where it breaks, a comment and a blank
+    line at least): no two ops share a line, each policy's lines rise in the lists' order without a one-line hole,
+    and an op alone in its file is cited at the line the dispatcher records for that file's block. (torch 2.1's
+    source is in no wheel: these are what can be checked of its lines here; 2.14.1's header lines are checked
+    against the header itself, above.)"""
+    for release in releases():
+        _check_cited_lines(lists_for(release))
+
+
+def _shifted(release: str, op: str) -> CudaAutocastLists:
+    document = json.loads((ROOT / "src/where223/autocast_lists" / f"{release}.json").read_text())
+    for entries in document["policies"].values():
+        for entry in entries:
+            if entry["op"] == op:
+                file, _, line = entry["at"].partition(":")
+                entry["at"] = f"{file}:{int(line) + 1}"
+    return CudaAutocastLists.from_dict(document)
+
+
+@pytest.mark.parametrize("op", ["conv1d", "scaled_dot_product_attention", "logsumexp", "_cudnn_rnn"])
+def test_control_an_op_shifted_a_line_is_caught(op):
+    # the first op of a run (onto its neighbour's line), the last of two policies' runs (a one-line hole), and the
+    # op alone in its file (off its block's line)
+    with pytest.raises(AssertionError):
+        _check_cited_lines(_shifted("2.1.2", op))
+
+
 def _dtypes_under(context, x, w, half):
     with context:
         return {

@@ -162,8 +162,9 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
     Eligible: eager logits bitwise equal to 4.25.1 and a trace-correct export. Among those, ranked by: no
     lint violation at all, fewest dtype divergences from eager, least sync cost, equal outputs on the probe
     too, fewest Casts in the attention block, then the paired step-time ratio, but only where two ratios
-    differ by more than the sum of their run-to-run spreads and by a tenth at least (`timing_tie`). Variants equal on every measured criterion
-    whose times tie keep the study's order: noise never picks the winner, and the reasons say it was a tie.
+    differ by more than the sum of their run-to-run spreads and by a tenth at least (`timing_tie`). Variants
+    equal on every measured criterion whose times tie keep the study's order: noise never picks the winner, and
+    the reasons say it was a tie.
     """
     eligible = [name for name, row in rows.items() if row["eager_equal"] and trace_correct(row) is not False]
     if not eligible:
@@ -227,7 +228,8 @@ def recommend(rows: dict[str, dict[str, Any]], preset: str, head_size: int) -> d
     slower = [name for name in ranking if measured(name) == measured(ranking[0]) and name not in clusters[0]]
     if slower:
         reasons.append(
-            f"faster, beyond the run-to-run spreads and by a tenth at least, than its equals on every measured criterion: {', '.join(slower)}")
+            "faster, beyond the run-to-run spreads and by a tenth at least, than its equals on every measured "
+            f"criterion: {', '.join(slower)}")
         times = ", ".join(f"{name} {_timing(rows[name])}" for name in slower)
         timing_reasons.append(f"step times of its slower equals: {times}")
     if not best["eager_equal_probe"]:
