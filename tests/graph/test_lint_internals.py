@@ -124,3 +124,92 @@ def test_an_output_declared_against_its_inputs_is_the_declaration_named_alone():
     declared = [v for v in found if v.node == "split0"]
     assert [v.kind for v in declared] == [FindingKind.DECLARED_TYPE]
     assert declared[0].offending == [Binding("output", 1, "b", H)] and declared[0].expected == F
+
+
+def test_an_untyped_input_does_not_hide_the_typed_ones_after_it():
+    """Concat's first input untyped, the next two float and float16: the conflict between those two is found."""
+    node = helper.make_node("Concat", ["u", "p", "q"], ["r"], name="concat0", axis=0)
+    graph = helper.make_graph([helper.make_node("Relu", ["z"], ["u"], name="relu0"), node], "g",
+                              [helper.make_tensor_value_info("z", T.UNDEFINED, None),
+                               helper.make_tensor_value_info("p", T.FLOAT, [1]),
+                               helper.make_tensor_value_info("q", T.FLOAT16, [1])],
+                              [helper.make_tensor_value_info("r", T.FLOAT, [3])])
+    report = lint_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert [(v.node, v.kind) for v in report.violations] == [("concat0", FindingKind.BINDING_CONFLICT)]
+    assert "u" in report.untyped_examples
+
+
+def test_sequence_map_s_output_is_undecided_though_its_input_binds_its_parameter():
+    """SequenceMap's S is homogeneous on its input and heterogeneous on its output (the one such parameter onnx
+    has): the input's type does not decide the output's."""
+    sequence_map = signature("SequenceMap", "", 17)
+    assert _undecided_outputs(sequence_map, ("seq(tensor(float))",), 1) == (0,)
+
+
+def test_an_op_onnx_does_not_know_is_counted_unchecked_under_its_domain():
+    graph = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], name="f0")], "g",
+                              [helper.make_tensor_value_info("x", T.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [1])])
+    report = lint_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert report.unchecked == {"ai.onnx:Frobnicate": 1} and report.nodes_checked == 0
+
+
+def _loss(x=T.BFLOAT16, labels=T.INT64) -> onnx.ModelProto:
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "labels"], ["loss"], name="sce")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", x, [3, 4]),
+                                            helper.make_tensor_value_info("labels", labels, [3])],
+                              [helper.make_tensor_value_info("loss", x, [])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_function_bodies_are_checked_to_their_depth_and_no_deeper(fake_kernels, monkeypatch):
+    """A bfloat16 loss, whose kernel the (fake) list lacks, refused inside its body one level down: found with a
+    depth of one body allowed, not with none."""
+    import where223.graph.lint as lint
+
+    monkeypatch.setattr(lint, "_BODY_DEPTH", 1)
+    assert [(v.op_type, v.subgraph) for v in lint_model(_loss()).violations] == [
+        ("NegativeLogLikelihoodLoss", "sce/function body")]
+    monkeypatch.setattr(lint, "_BODY_DEPTH", 0)
+    assert lint_model(_loss()).violations == []
+
+
+def test_a_node_its_own_schema_refuses_is_not_also_checked_through_its_body(fake_kernels):
+    """float labels are outside SoftmaxCrossEntropyLoss's Tind: the node's own finding, and nothing from its body."""
+    found = lint_model(_loss(T.FLOAT, T.FLOAT)).violations
+    assert [(v.op_type, v.kind, v.subgraph) for v in found] == [
+        ("SoftmaxCrossEntropyLoss", FindingKind.NOT_ALLOWED, "")]
+
+
+def test_findings_inside_a_body_take_their_call_s_place_in_graph_order(fake_kernels):
+    """The loss's body finding (its call is node 0) comes before the Where conflict at node 1, though the body's
+    own node stands further into the body."""
+    model = _loss()
+    where = helper.make_node("Where", ["c", "a", "b"], ["w"], name="Where_1")
+    model.graph.node.append(where)
+    model.graph.input.extend([helper.make_tensor_value_info("c", T.BOOL, [1]),
+                              helper.make_tensor_value_info("a", T.FLOAT, [1]),
+                              helper.make_tensor_value_info("b", T.FLOAT16, [1])])
+    model.graph.output.append(helper.make_tensor_value_info("w", T.FLOAT, [1]))
+    found = lint_model(model).violations
+    assert [v.op_type for v in found] == ["NegativeLogLikelihoodLoss", "Where"]
+    assert found[0].node_index > 1  # the body's own index would sort it after Where_1
+
+
+def test_a_heterogeneous_parameter_is_refused_only_the_type_it_does_not_admit():
+    """If's V at opset 11 admits tensors only: a branch giving a tensor and a sequence is refused the sequence, and
+    the two types are no conflict (V may carry several)."""
+    def branch(name: str) -> onnx.GraphProto:
+        nodes = [helper.make_node("Constant", [], [f"{name}f"], value=helper.make_tensor("f", T.FLOAT, [1], [1.0])),
+                 helper.make_node("SequenceConstruct", [f"{name}f"], [f"{name}s"])]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}f", T.FLOAT, [1]),
+                                                   helper.make_tensor_sequence_value_info(f"{name}s", T.FLOAT, None)])
+
+    node = helper.make_node("If", ["cond"], ["x", "y"], name="if0", then_branch=branch("then"),
+                            else_branch=branch("else"))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("cond", T.BOOL, [])],
+                              [helper.make_tensor_value_info("x", T.FLOAT, [1]),
+                               helper.make_tensor_sequence_value_info("y", T.FLOAT, None)])
+    found = lint_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])).violations
+    assert [(v.node, v.kind, [b.name for b in v.offending]) for v in found] == [
+        ("if0", FindingKind.NOT_ALLOWED, ["y"])]
