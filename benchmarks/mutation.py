@@ -72,22 +72,24 @@ class Target:
     timeout_s: float = 120.0
 
 
-# the guards' tests: external data, function constants, hostile structure through lint and blame, opsets
-_HOSTILE_FAST = ("-k", "external or memory_address or function_constant or (hostile_structure and (lint or blame)) "
-                 "or controls_for or opset")
 # lint's tests, its declared-type and function-body tests, and the differential test against ONNX Runtime on a
 # sample of onnx's conformance models (not all 1,422: that one takes a minute in .venv-graph)
 _LINT = ("tests/graph/test_lint.py", "tests/graph/test_lint_outcomes.py", "tests/graph/test_lint_internals.py",
          "tests/graph/test_declared_types.py", "tests/graph/test_types.py", "tests/graph/test_kernels.py",
          "tests/graph/test_differential.py", "-k", "not every_conformance_model")
+# the guards' tests: every hostile model through lint and blame (draw's copies and the time-limit tests left out:
+# seconds each, and the guards they pass are lint's), the guards' walks, and the fuzz's regressions
+_GUARDS = ("tests/graph/test_guards_checks.py", "tests/graph/test_hostile.py", "tests/graph/test_guards_walk.py",
+           "tests/fuzz/test_regressions.py", "-k",
+           "not (time_limit or timeout or without_torch or never_imports_torch or draw)")
+_GUARDS_GRAPH = (*_GUARDS[:3], *_GUARDS[4:])  # .venv-graph has no Hypothesis for the fuzz's tests
 _AUTOCAST = ("tests/test_cuda_autocast.py", "-k", "not seed_s_message")
 _BLAME = ("tests/graph/test_blame.py", "tests/graph/test_hostile.py", "-k",
           "blame or root or readable_source or sys_path")
 
 # Stable modules first; study/fix/run.py, study/remedies/run.py and study/judging.py last.
 TARGETS: dict[str, Target] = {
-    "graph/guards": Target("src/where223/graph/guards.py", ("tests/graph/test_hostile.py", *_HOSTILE_FAST),
-                           ("tests/graph/test_hostile.py", *_HOSTILE_FAST)),
+    "graph/guards": Target("src/where223/graph/guards.py", _GUARDS, _GUARDS_GRAPH),
     "graph/blame": Target("src/where223/graph/blame.py", _BLAME, _BLAME,
                           definitions=("source_roots", "readable_source", "find"), module_level=False),
     # the parser of ONNX Runtime's messages (its patterns at module level, the functions that read them); not the
