@@ -142,3 +142,22 @@ def test_messages_cut_a_long_name_at_their_stated_lengths():
         guards.check_defined(read_graphs(model.graph))
     message = str(caught.value)
     assert f"value {'v' * 200}…[100 more characters] is read by a {'O' * 100}…[200 more characters] node" in message
+
+
+def test_a_scan_without_its_scan_input_count_is_refused_and_another_domain_s_scan_is_not():
+    def scan(domain: str) -> onnx.ModelProto:
+        body = helper.make_graph([helper.make_node("Identity", ["s"], ["t"])], "body", [_v("s")], [_v("t")])
+        node = helper.make_node("Scan", ["a"], ["b"], name="scan0", domain=domain, body=body)
+        graph = helper.make_graph([node], "g", [_v("a")], [_v("b")])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)])
+
+    with pytest.raises(StructureError, match="'scan0' \\(Scan\\) in the main graph lacks its required attribute "
+                                             "'num_scan_inputs'"):
+        guards.check_required_attributes(scan(""), read_graphs(scan("").graph))
+    guards.check_required_attributes(scan("custom"), read_graphs(scan("custom").graph))
+
+
+def test_a_note_names_the_domain_whose_opset_is_newer_than_onnx_knows():
+    newest = guards.newest_opsets()["ai.onnx.ml"]
+    _, notes = guards.usable_opsets({"ai.onnx.ml": newest + 1})
+    assert notes[0].startswith(f"opset {newest + 1} of ai.onnx.ml is newer")
