@@ -1,0 +1,113 @@
+"""compare at its edges: a measured value judged by how far it moved (not by its size), leaves equal across int and
+float or both NaN, nesting at exactly its limits, the reading budget at its limits, what a folder leaves out, what a
+table shows past its limit, and no file left open."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Annotated, TypedDict
+
+import pytest
+
+from where223.pipeline import compare, roles
+from where223.pipeline.compare import CompareError
+
+Tolerated = TypedDict("Tolerated", {"tol": object, "x": Annotated[float, roles.Measured(tolerance_key="tol")]})  # noqa: UP013
+Relative = TypedDict("Relative", {"x": Annotated[float, roles.Measured(relative=0.1)]})  # noqa: UP013
+
+
+def test_a_measured_value_is_judged_by_how_far_it_moved():
+    """1.0 to 1.4 under a tolerance of 0.5 moved 0.4: within; to 1.6: beyond. (Their sum, 2.4, is no measure.)"""
+    record = {"tol": 0.5, "x": 1.0}
+    assert compare.judge("r.json", ["x"], 1.0, 1.4, Tolerated, record).kind == "within tolerance"
+    assert compare.judge("r.json", ["x"], 1.0, 1.6, Tolerated, record).kind == "differs"
+    assert compare.judge("r.json", ["x"], 10.0, 10.9, Relative, {"x": 10.0}).kind == "within tolerance"
+    assert compare.judge("r.json", ["x"], 10.0, 11.2, Relative, {"x": 10.0}).kind == "differs"
+
+
+def test_a_tolerance_that_is_not_a_number_gives_none():
+    judged = compare.judge("r.json", ["x"], 1.0, 1.4, Tolerated, {"tol": "0.5", "x": 1.0})
+    assert (judged.kind, judged.note) == ("differs", "measured, but no numeric tolerance found")
+
+
+def test_leaves_equal_as_numbers_or_both_nan_do_not_differ():
+    assert list(compare._leaves({"a": 1, "b": math.nan}, {"a": 1.0, "b": math.nan}, [])) == []
+    assert list(compare._leaves({"a": 1}, {"a": 2.0}, [])) == [(["a"], 1, 2.0)]  # the control
+
+
+def _nested(depth: int, leaf: object) -> object:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+def test_records_are_compared_to_exactly_their_depth_limit():
+    limit = compare.DEPTH_LIMIT
+    assert len(list(compare._leaves(_nested(limit, 1), _nested(limit, 2), []))) == 1
+    with pytest.raises(compare._Refused):
+        list(compare._leaves(_nested(limit + 1, 1), _nested(limit + 1, 2), []))
+
+
+def test_a_run_s_staging_and_kept_failures_and_hidden_files_are_left_out():
+    assert compare._excluded(f"{compare.STAGING}/a.json") and compare._excluded(f"{compare.FAILED}/a.json")
+    assert compare._excluded("a/.hidden.json") and not compare._excluded("a/b.json")
+
+
+def test_the_budget_allows_exactly_its_limits(monkeypatch):
+    monkeypatch.setattr(compare, "FILES_LIMIT", 2)
+    monkeypatch.setattr(compare, "FILE_BYTES_LIMIT", 10)
+    monkeypatch.setattr(compare, "TREE_BYTES_LIMIT", 15)
+    budget = compare._Budget("t")
+    budget.entry()
+    budget.entry()
+    with pytest.raises(CompareError, match="FILES_LIMIT"):
+        budget.entry()
+    budget = compare._Budget("t")
+    budget.read("a", 10)  # a file of the limit itself
+    with pytest.raises(CompareError, match="FILE_BYTES_LIMIT"):
+        budget.check("b", 11)
+    budget.read("c", 5)  # the tree at its limit
+    with pytest.raises(CompareError, match="TREE_BYTES_LIMIT"):
+        budget.check("d", 1)
+
+
+def test_values_are_shown_as_sorted_json_cut_at_80_characters():
+    assert compare._text({"b": 1, "a": 2}) == '{"a": 2, "b": 1}'
+    assert compare._text("x" * 100) == '"' + "x" * 79
+    assert compare._relative(0.0, 0.0) == 0.0 and compare._relative(2.0, 1.0) == 0.5
+
+
+def test_a_table_shows_its_limit_of_rows_and_says_how_many_more():
+    comparison = compare.Comparison("ref", "rerun", 1, [
+        compare.Difference("r.json", f"k{n}", "differs", "1", "2") for n in range(45)])
+    text = compare.table(comparison)
+    assert text.count("| differs | r.json |") == 40 and "| differs | … 5 more |" in text
+
+
+def _tree(root, depth: int) -> None:
+    folder = root
+    for k in range(depth):
+        folder = folder / f"d{k}"
+    folder.mkdir(parents=True)
+    (folder / "r.json").write_text(json.dumps({"x": 1}))
+
+
+def test_folders_are_read_to_exactly_their_depth_limit_and_closed(tmp_path):
+    limit = compare.FOLDER_DEPTH_LIMIT
+    _tree(tmp_path / "deep", limit)
+    before = len(os.listdir("/proc/self/fd"))
+    files = compare.folder_files(tmp_path / "deep")
+    assert len(files) == 1 and len(os.listdir("/proc/self/fd")) == before
+    _tree(tmp_path / "deeper", limit + 1)
+    with pytest.raises(CompareError, match="FOLDER_DEPTH_LIMIT"):
+        compare.folder_files(tmp_path / "deeper")
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_folder_s_staging_and_kept_failures_are_not_compared(tmp_path):
+    for name in (compare.STAGING, compare.FAILED, "kept"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "r.json").write_text("{}")
+    assert list(compare.folder_files(tmp_path)) == ["kept/r.json"]
