@@ -26,6 +26,7 @@ import time
 WARM = ("numpy", "torch", "onnx", "onnxruntime", "onnxscript", "transformers", "yaml", "pytest", "xdist",
         "hypothesis", "_pytest.python", "_pytest.fixtures")
 POLL_S = 0.1
+PARENT_POLL_S = 1.0  # how often a waiting server checks that the process that started it is still there
 
 
 def serve(path: str, modules: tuple[str, ...] = WARM) -> None:
@@ -41,9 +42,15 @@ def serve(path: str, modules: tuple[str, ...] = WARM) -> None:
     server.bind(path)
     server.listen(4)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    parent = os.getppid()
+    server.settimeout(PARENT_POLL_S)
     print("ready", flush=True)
-    while True:
-        connection, _ = server.accept()
+    while os.getppid() == parent:  # a server whose parent is gone (killed, not stopped) ends too
+        try:
+            connection, _ = server.accept()
+        except TimeoutError:
+            continue
+        connection.settimeout(None)
         with connection:
             _one(server, connection)
 

@@ -88,3 +88,19 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as stat:  # a zombie waiting for its reaper is gone too
         return stat.read().split(") ")[-1][0] != "Z"
+
+
+def test_a_server_whose_parent_is_killed_ends(tmp_path):
+    """The server a killed mutation run started does not wait for runs forever (its parent: a shell killed here)."""
+    socket_path = tmp_path / "s.sock"
+    shell = subprocess.Popen(["bash", "-c", f"'{sys.executable}' '{SCRIPT}' serve '{socket_path}' json & "
+                                            "echo $!; wait"], env=ENV, stdout=subprocess.PIPE, text=True)
+    assert shell.stdout is not None
+    server = int(shell.stdout.readline())
+    assert shell.stdout.readline().strip() == "ready"
+    shell.kill()
+    shell.wait()
+    deadline = time.monotonic() + 10
+    while _alive(server):
+        assert time.monotonic() < deadline, "the server outlived the process that started it"
+        time.sleep(0.1)
