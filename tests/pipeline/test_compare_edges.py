@@ -111,3 +111,27 @@ def test_a_folder_s_staging_and_kept_failures_are_not_compared(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "r.json").write_text("{}")
     assert list(compare.folder_files(tmp_path)) == ["kept/r.json"]
+
+
+def test_a_record_that_is_not_json_does_not_stop_the_records_after_it():
+    reference = {"a.json": b"{", "b.json": b'{"x": 1}'}
+    rerun = {"a.json": b"{}", "b.json": b'{"x": 2}'}
+    found = compare.compare_files(reference, rerun, "ref", "rerun").differences
+    assert [(d.record, d.path) for d in found] == [("a.json", ""), ("b.json", "x")]
+
+
+def test_a_revision_s_left_out_files_do_not_stop_the_files_after_them(tmp_path):
+    """A revision whose outputs hold a hidden file and a link, sorted before a record: the record is read."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / ".a.json").write_text("{}")
+    os.symlink("z.json", tmp_path / "outputs" / "b.json")
+    (tmp_path / "outputs" / "z.json").write_text('{"x": 1}')
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r")
+    assert list(compare.revision_files("HEAD", tmp_path)) == ["z.json"]
