@@ -94,6 +94,7 @@ def test_external_data_within_its_file_is_read(tmp_path, entries, offset, length
 
 @pytest.mark.parametrize("entries, reason", [
     ({"offset": "9", "length": "0"}, "at offset 9"),  # past the end
+    ({"offset": "9"}, "the rest of its bytes at offset 9"),  # past the end, to the end
     ({"offset": "-1", "length": "0"}, "at offset -1"),  # before the start
     ({"offset": "4", "length": "8"}, "claims 8 bytes at offset 4"),  # runs past the end
     ({"offset": "0", "length": "-1"}, "claims -1 bytes"),
