@@ -39,6 +39,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -490,6 +491,14 @@ def key(mutant: dict[str, Any]) -> str:
 
 # -- running a module ----------------------------------------------------------------------------------------------
 
+def _die_with_parent() -> None:
+    """In a child about to exec: end it (SIGTERM) when the thread that started it ends, so that a killed run leaves
+    no Cosmic Ray session mutating its copy and asking dead servers (Linux's PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 def cosmic_mutants(name: str, target: Target, tree: Path, work: Path, timeout_s: float) -> tuple[list, dict]:
     """Cosmic Ray's session for the module: init, thin, exec. (results, not made)."""
     from cosmic_ray.work_db import WorkDB, use_db
@@ -522,7 +531,7 @@ def cosmic_mutants(name: str, target: Target, tree: Path, work: Path, timeout_s:
             if why:
                 not_made[why] += 1
                 db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=why))
-    subprocess.run([*cosmic, "exec", str(config), str(session)], cwd=tree, check=True)
+    subprocess.run([*cosmic, "exec", str(config), str(session)], cwd=tree, check=True, preexec_fn=_die_with_parent)
     results = []
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item, result in db.completed_work_items:

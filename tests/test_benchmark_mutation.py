@@ -70,3 +70,44 @@ def test_the_committed_record_is_one_measurement_per_module():
         for survivor in part["survivors"]:  # each survivor has its fate: killed since (by a test) or still open
             assert survivor["outcome"] in ("survived", "killed"), name
             assert survivor["outcome"] == "survived" or survivor["killed_by"]["test"], name
+
+
+def test_a_cosmic_ray_session_ends_with_the_run_that_started_it(tmp_path):
+    """The child started as `cosmic_mutants` starts Cosmic Ray's exec (here a sleep) ends when its parent is killed;
+    the control, started without it, outlives its parent."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def orphan(preexec: str) -> int:
+        code = ("import subprocess, sys, time\nsys.path.insert(0, 'benchmarks')\nfrom tests import benchmark_scripts\n"
+                f"bench = benchmark_scripts.load('mutation')\nchild = subprocess.Popen(['sleep', '60']{preexec})\n"
+                "print(child.pid, flush=True)\ntime.sleep(60)\n")
+        parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        parent.kill()
+        parent.wait()
+        return child
+
+    def gone(pid: int, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().split(") ")[-1][0] == "Z":
+                    return True
+            time.sleep(0.05)
+        return False
+
+    assert gone(orphan(", preexec_fn=bench._die_with_parent"), 5.0)
+    control = orphan("")
+    try:
+        assert not gone(control, 1.0)  # the signal comes at once: a second is ample
+    finally:
+        os.kill(control, signal.SIGKILL)
