@@ -418,3 +418,25 @@ def test_a_convolution_the_tracer_records_inside_another_call_is_traced_and_coun
     assert emulation.traced_in_float == {"aten::convolution": 1}
     _, linear = _trace(_Block(), torch.randn(2, 4))
     assert linear.traced_in_float == {}
+
+
+def _elf(sections: list[tuple[int, int, int]], size: int = 512) -> bytes:
+    """A little-endian ELF64 file of `size` bytes whose section table (at 256) lists (type, offset, length)."""
+    import struct
+
+    data = bytearray(size)
+    data[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", data, 0x28, 256)
+    struct.pack_into("<HH", data, 0x3A, 64, len(sections))
+    for index, (kind, offset, length) in enumerate(sections):
+        struct.pack_into("<IIQQQQ", data, 256 + 64 * index, 0, kind, 0, 0, offset, length)
+    return bytes(data)
+
+
+def test_the_binary_is_searched_in_its_string_tables_and_whole_when_it_has_none():
+    """Only the SHT_STRTAB sections (type 3) of an ELF64 file; the whole file where it is no ELF64 file or lists no
+    string table."""
+    assert cuda_autocast._string_tables(_elf([(0, 0, 0), (3, 100, 20), (1, 200, 10), (3, 300, 5)])) == [
+        (100, 120), (300, 305)]
+    assert cuda_autocast._string_tables(_elf([(1, 200, 10)])) == [(0, 512)]
+    assert cuda_autocast._string_tables(b"\x7fELF\x01\x01" + bytes(58)) == [(0, 64)]  # a 32-bit ELF: whole
