@@ -81,11 +81,11 @@ _LINT = ("tests/graph/test_lint.py", "tests/graph/test_lint_outcomes.py", "tests
 # the guards' tests: every hostile model through lint and blame (draw's and repair's copies, the time-limit and
 # signal tests left out: seconds each, and the guards they pass are lint's), the guards' walks and edges, and the
 # fuzz's regressions
-_GUARDS = ("tests/graph/test_guards_checks.py", "tests/graph/test_hostile.py", "tests/graph/test_guards_walk.py",
-           "tests/fuzz/test_regressions.py", "-k",
-           "not (time_limit or timeout or without_torch or never_imports_torch or draw or repair or sigterm "
-           "or killed)")
-_GUARDS_GRAPH = (*_GUARDS[:3], *_GUARDS[4:])  # .venv-graph has no Hypothesis for the fuzz's tests
+_GUARDS_FILES = ("tests/graph/test_guards_checks.py", "tests/graph/test_hostile.py", "tests/graph/test_guards_walk.py")
+_GUARDS_K = ("-k", "not (time_limit or timeout or without_torch or never_imports_torch or draw or repair or sigterm "
+             "or killed)")
+_GUARDS = (*_GUARDS_FILES, "tests/fuzz/test_regressions.py", *_GUARDS_K)
+_GUARDS_GRAPH = (*_GUARDS_FILES, *_GUARDS_K)  # .venv-graph has no Hypothesis for the fuzz's tests
 _AUTOCAST = ("tests/test_cuda_autocast.py", "-k", "not seed_s_message")
 _BLAME = ("tests/graph/test_blame.py", "tests/graph/test_hostile.py", "-k",
           "blame or root or readable_source or sys_path")

@@ -22,9 +22,11 @@ import socket
 import sys
 import time
 
-# imported once in the server; none of them imports the project (a fork shares them, unchanged, with every child)
-WARM = ("numpy", "torch", "onnx", "onnxruntime", "onnxscript", "transformers", "yaml", "pytest", "xdist",
-        "hypothesis", "_pytest.python", "_pytest.fixtures")
+# imported once in the server; none of them imports the project (a fork shares them, unchanged, with every child).
+# Not onnxruntime: 1.32's extension starts a thread when it is loaded, and a fork is safe only from a process of one
+# thread (the rule where223.sweep.warm, the sweep's warm server, keeps for the same reason)
+WARM = ("numpy", "torch", "onnx", "onnxscript", "transformers", "yaml", "pytest", "xdist", "hypothesis",
+        "_pytest.python", "_pytest.fixtures")
 POLL_S = 0.1
 PARENT_POLL_S = 1.0  # how often a waiting server checks that the process that started it is still there
 
@@ -36,6 +38,9 @@ def serve(path: str, modules: tuple[str, ...] = WARM) -> None:
         except ImportError:
             pass
     assert "where223" not in sys.modules, "the server must not import the module it mutates"
+    threads = len(os.listdir("/proc/self/task"))  # the kernel's count: native threads too
+    if threads > 1:
+        sys.exit(f"warm_pytest: {threads} threads after importing {', '.join(modules)}: forking is safe from one only")
     if os.path.exists(path):
         os.unlink(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

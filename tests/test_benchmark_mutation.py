@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests import benchmark_records, benchmark_scripts
+from tests.processes import alive
 from where223.pipeline.paths import ROOT
 
 
@@ -94,16 +95,11 @@ def test_a_cosmic_ray_session_ends_with_the_run_that_started_it(tmp_path):
 
     def gone(pid: int, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().split(") ")[-1][0] == "Z":
-                    return True
+        while alive(pid):
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.05)
-        return False
+        return True
 
     assert gone(orphan(", preexec_fn=bench._die_with_parent"), 5.0)
     control = orphan("")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import alive
 from where223.pipeline.paths import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "warm_pytest.py"
@@ -75,19 +76,10 @@ def test_a_killed_client_takes_its_run_s_process_group_with_it(served):
     client.send_signal(signal.SIGKILL)
     client.wait()
     deadline = time.monotonic() + 10
-    while _alive(grandchild):
+    while alive(grandchild):
         assert time.monotonic() < deadline, "the run's subprocess outlived its client"
         time.sleep(0.05)
     assert ask(folder, socket_path, "--co", "test_sleeps.py").returncode == 0  # the server serves the next run
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie waiting for its reaper is gone too
-        return stat.read().split(") ")[-1][0] != "Z"
 
 
 def test_a_server_whose_parent_is_killed_ends(tmp_path):
@@ -101,6 +93,17 @@ def test_a_server_whose_parent_is_killed_ends(tmp_path):
     shell.kill()
     shell.wait()
     deadline = time.monotonic() + 10
-    while _alive(server):
+    while alive(server):
         assert time.monotonic() < deadline, "the server outlived the process that started it"
         time.sleep(0.1)
+
+
+def test_a_server_that_would_fork_from_more_than_one_thread_does_not_start(tmp_path):
+    """A preloaded module that starts a thread (as onnxruntime 1.32's does) makes the server refuse, saying why;
+    the control: the same server warmed with json alone starts (the fixture above)."""
+    (tmp_path / "threaded.py").write_text("import threading, time\n"
+                                          "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n")
+    ran = subprocess.run([sys.executable, str(SCRIPT), "serve", str(tmp_path / "s.sock"), "threaded"], cwd=tmp_path,
+                         env={**ENV, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1 and "ready" not in ran.stdout
+    assert ran.stderr.strip() == "warm_pytest: 2 threads after importing threaded: forking is safe from one only"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import alive
 from where223.pipeline.paths import ROOT
 from where223.sweep import worker
 
@@ -90,14 +91,6 @@ def side(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(side: Path, work: Path, model: str, timeout_s: float = 60, preload=PRELOAD, **options):
     return worker.run_cell({**KEY, "model": model}, sys.executable, ROOT / "src", work / model, timeout_s,
                            path=[side], runner=RUNNER, engine="warm", preload=preload, **options)  # fmt: skip
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_cell_that_monkeypatches_torch_or_registers_a_symbolic_leaves_the_next_warm_cell_unaffected(side, tmp_path):
