@@ -107,3 +107,35 @@ def test_a_cosmic_ray_session_ends_with_the_run_that_started_it(tmp_path):
         assert not gone(control, 1.0)  # the signal comes at once: a second is ample
     finally:
         os.kill(control, signal.SIGKILL)
+
+
+def test_a_copy_is_head_with_the_working_changes_and_reaches_the_built_stacks(bench, tmp_path, monkeypatch):
+    """make_tree on a small repository: the commit, a changed and an untracked file laid over it, a deleted one gone,
+    and the checkout's built stacks linked (read by today's-stack tests); the control, a checkout with no stacks
+    built, gets no link."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    for name, text in (("src/a.py", "a = 1\n"), ("src/gone.py", "g = 1\n")):
+        (repo / name).write_text(text)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    (repo / "src/a.py").write_text("a = 2\n")
+    (repo / "src/new.py").write_text("n = 1\n")
+    (repo / "src/gone.py").unlink()
+    monkeypatch.setattr(bench, "ROOT", repo)
+    bench.make_tree(tmp_path / "bare")
+    assert not (tmp_path / "bare" / ".cache").exists()  # the control: nothing built, nothing linked
+    (repo / ".cache" / "sweep" / "envs" / "today-1").mkdir(parents=True)
+    copy = tmp_path / "copy"
+    bench.make_tree(copy)
+    assert (copy / "src/a.py").read_text() == "a = 2\n" and (copy / "src/new.py").is_file()
+    assert not (copy / "src/gone.py").exists()
+    envs = copy / ".cache" / "sweep" / "envs"
+    assert envs.is_symlink() and envs.resolve() == (repo / ".cache" / "sweep" / "envs").resolve()
+    assert (envs / "today-1").is_dir()
+    bench.make_tree(copy)  # again over the same folder: the link removed with the copy, not followed
+    assert (repo / ".cache" / "sweep" / "envs" / "today-1").is_dir()

@@ -440,3 +440,78 @@ def test_the_binary_is_searched_in_its_string_tables_and_whole_when_it_has_none(
         (100, 120), (300, 305)]
     assert cuda_autocast._string_tables(_elf([(1, 200, 10)])) == [(0, 512)]
     assert cuda_autocast._string_tables(b"\x7fELF\x01\x01" + bytes(58)) == [(0, 64)]  # a 32-bit ELF: whole
+
+
+# --- the binary reader and the checks at their edges (the mutation run's survivors) --------------------------------
+def test_the_policy_enum_is_read_in_order_with_its_explicit_values_and_an_item_it_cannot_read_skipped(
+        tmp_path, monkeypatch):
+    header = tmp_path / "torch" / "include" / "ATen" / "autocast_mode.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("namespace at::autocast {\nenum class CastPolicy : uint8_t {\n  lower_precision_fp, // 0, then\n"
+                      "  fp32 = 3, // explicit\n  odd = SOME_MACRO,\n  fp32_set_opt_dtype,\n};\n}\n")
+    monkeypatch.setattr(torch, "__file__", str(tmp_path / "torch" / "__init__.py"))
+    assert cuda_autocast._cast_policies() == {0: "lower_precision_fp", 3: "fp32", 4: "fp32_set_opt_dtype"}
+    header.unlink()
+    with pytest.raises(ValueError, match="ships no autocast_mode.h declaring CastPolicy"):
+        cuda_autocast._cast_policies()
+
+
+@pytest.mark.parametrize(("tail", "said"), [
+    (b"XadL_ZNS_4_ops10add_Tensor4callEE", "add.Tensor"),  # the pointer at the very start
+    (b"FNS_6TensorEXadL_ZNS_4_ops10add_Tensor4callEE", "add.Tensor"),
+    (b"FNS_6TensorEES5_", "no at:: function pointer among its template arguments"),
+    (b"XadL_ZNS_4_ops10add_Tensor10redispatchE", "points at at::_ops::add_Tensor::redispatch, neither"),
+    (b"XadL_ZNS_5other10add_Tensor4callE", "points at at::other::add_Tensor::call, neither"),
+    (b"XadL_ZNS_4_ops10add_Tensor4call5extraE", "points at at::_ops::add_Tensor::call::extra, neither"),
+    (b"XadL_ZNS_4_ops3two4callE", "at::_ops::two names 2 ops of this binary: ['two.a', 'two.b']"),
+])
+def test_a_wrapper_s_op_is_named_from_its_function_pointer_or_refused_with_why(tail, said):
+    structs = {"add_Tensor": ["add.Tensor"], "two": ["two.a", "two.b"]}
+    if "." in said and " " not in said:
+        assert cuda_autocast._wrapped_op(tail, structs) == said
+    else:
+        with pytest.raises(ValueError) as caught:
+            cuda_autocast._wrapped_op(tail, structs)
+        assert said in str(caught.value)
+
+
+def test_a_signature_this_module_cannot_read_is_refused_showing_its_first_bytes():
+    with pytest.raises(ValueError) as caught:
+        cuda_autocast._overload_by_signature("norm", b"FNS_6TensorE" + b"Q" * 60 + b"E")
+    assert str(caught.value).endswith(f"does not read at {'Q' * 40}")
+    with pytest.raises(ValueError) as caught:
+        cuda_autocast._overload_by_signature("norm", b"Z" * 100)
+    assert str(caught.value) == f"at::norm's signature {'Z' * 80} does not return one Tensor"
+    with pytest.raises(ValueError, match="this binary has no op aten::no_such_op_xyz"):
+        cuda_autocast._overload_by_signature("no_such_op_xyz", b"FNS_6TensorERKS5_E")
+    assert cuda_autocast._overload_by_signature("norm", b"FNS_6TensorERKS5_RKNS3_8optionalINS3_6ScalarEEENS3_8ArrayRef"
+                                                        b"IlEEbNS3_10ScalarTypeEE") == "norm.ScalarOpt_dim_dtype"
+
+
+def test_an_unknown_policy_is_named_by_its_number_and_an_unnamed_wrapper_shown_to_160_characters(tmp_path):
+    long = _BMM.replace(b"3bmm", b"60" + b"n" * 60)
+    found = policies_from_binary(_library(tmp_path, _BMM.replace(b"CastPolicyE0", b"CastPolicyE9"), long))
+    assert found.policies == {"bmm": "CastPolicy 9"}
+    (unnamed,) = found.undecoded
+    assert unnamed == f"{long[:160].decode()}...: at::_ops::{'n' * 60} names 0 ops of this binary: []"
+
+
+def test_cudnn_rnn_unregistered_and_the_banned_op_failing_otherwise_are_reported(binary, monkeypatch):
+    assert policy_drift(lists_for(), binary, {}) == [
+        "_cudnn_rnn: listed lower_precision_fp; its AutocastCUDA kernel is registered by not registered, not by "
+        "aten/src/ATen/cudnn/AutocastRNN.cpp, whose float16 casts are all this check knows of it"]
+    monkeypatch.setattr(cuda_autocast, "_refusal_under_cuda_autocast", lambda call: "E" * 200 + "\nsecond line")
+    assert cuda_autocast._banned_problems("binary_cross_entropy", "banned") == [
+        "binary_cross_entropy: listed banned; its AutocastCUDA kernel, run on CPU tensors, fails otherwise "
+        f"({'E' * 120})"]
+    monkeypatch.setattr(cuda_autocast, "_refusal_under_cuda_autocast", lambda call: None)
+    assert cuda_autocast._banned_problems("binary_cross_entropy", "banned") == [
+        "binary_cross_entropy: listed banned; its AutocastCUDA kernel, run on CPU tensors, runs"]
+
+
+def test_the_lists_group_every_op_by_its_policy():
+    lists = CudaAutocastLists("x", {"a": ("fp32", "1"), "b": ("lower_precision_fp", "2"), "c": ("fp32", "3")})
+    grouped = lists.by_policy()
+    assert grouped["fp32"] == ["a", "c"] and grouped["lower_precision_fp"] == ["b"]
+    assert set(grouped) == set(cuda_autocast.POLICIES) and lists.policy("b") == "lower_precision_fp"
+    assert lists.policy("d") is None

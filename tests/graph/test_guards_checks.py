@@ -162,3 +162,179 @@ def test_a_note_names_the_domain_whose_opset_is_newer_than_onnx_knows():
     newest = guards.newest_opsets()["ai.onnx.ml"]
     _, notes = guards.usable_opsets({"ai.onnx.ml": newest + 1})
     assert notes[0].startswith(f"opset {newest + 1} of ai.onnx.ml is newer")
+
+
+# --- recursion found inside a function body's subgraphs -----------------------------------------------------------
+def _branch(*nodes: onnx.NodeProto, name: str = "branch") -> onnx.GraphProto:
+    return helper.make_graph(list(nodes), name, [], [_v(nodes[-1].output[0])])
+
+
+def _call(name: str, source: str = "x", out: str = "called") -> onnx.NodeProto:
+    return helper.make_node(name, [source], [out], domain="local")
+
+
+def _body_function(name: str, nodes: list[onnx.NodeProto]) -> onnx.FunctionProto:
+    return helper.make_function("local", name, ["x"], [nodes[-1].output[0]], nodes, [helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("where", ["then_branch", "graphs_attribute", "after_a_subgraph"])
+def test_a_function_calling_itself_from_inside_a_subgraph_or_after_one_is_found(where):
+    """The walk over a body goes into a node's GRAPH and GRAPHS attributes and on past them to the nodes after."""
+    plain = _branch(helper.make_node("Identity", ["x"], ["p"]))
+    calling = _branch(_call("f"))
+    if where == "then_branch":
+        nodes = [helper.make_node("If", ["c"], ["y"], then_branch=calling, else_branch=plain)]
+    elif where == "graphs_attribute":
+        holder = helper.make_node("Holder", ["x"], ["y"], domain="custom")
+        holder.attribute.append(helper.make_attribute("bodies", [plain, calling]))
+        assert holder.attribute[0].type == onnx.AttributeProto.GRAPHS
+        nodes = [holder]
+    else:
+        nodes = [helper.make_node("If", ["c"], ["z"], then_branch=plain, else_branch=plain), _call("f", "z", "y")]
+    with pytest.raises(StructureError, match=r"local\.f -> local\.f"):
+        guards.check_functions(_calling([_body_function("f", nodes)], ["f"]))
+    # the control: the same body calling another function is no recursion
+    other = [helper.make_node("If", ["c"], ["y"], then_branch=_branch(_call("g")), else_branch=plain)]
+    guards.check_functions(_calling([_body_function("f", other), _function("g")], ["f"]))
+
+
+# --- cycles: found in every scope, described in dependency order, and never in a graph merely listed out of order ---
+def _chain_model(nodes: list[onnx.NodeProto], functions=(), inputs=("a",)) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", [_v(name) for name in inputs], [_v(nodes[-1].output[0])])
+    return helper.make_model(graph, functions=list(functions),
+                             opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+
+
+def _cycle() -> list[onnx.NodeProto]:
+    """D reads the cycle A -> B -> C -> A and is listed first: on the walk back, not in the loop."""
+    return [helper.make_node("Identity", ["a_out"], ["d_out"], name="D"),
+            helper.make_node("Add", ["a", "c_out"], ["a_out"], name="A"),
+            helper.make_node("Identity", ["a_out"], ["b_out"], name="B"),
+            helper.make_node("Identity", ["b_out"], ["c_out"], name="C")]
+
+
+def test_a_cycle_is_described_in_the_order_of_its_dependencies_without_the_nodes_that_only_read_it():
+    with pytest.raises(StructureError) as caught:
+        guards.check_acyclic(_chain_model(_cycle()))  # the graphs read here when not given
+    assert str(caught.value) == ("the main graph has a cycle (A -> B -> C -> A): a graph's nodes must have a "
+                                 "topological order")
+
+
+def test_a_graph_listed_out_of_order_without_a_cycle_passes_and_its_graphs_are_returned():
+    """A diamond (A feeds B and C, both feed D) listed backwards: each node waits for two or one, then none."""
+    nodes = [helper.make_node("Add", ["b_out", "c_out"], ["d_out"], name="D"),
+             helper.make_node("Identity", ["a_out"], ["c_out"], name="C"),
+             helper.make_node("Identity", ["a_out"], ["b_out"], name="B"),
+             helper.make_node("Identity", ["a"], ["a_out"], name="A")]
+    model = _chain_model(nodes)
+    graphs = guards.check_acyclic(model)
+    assert [read.path for read in graphs] == [""] and graphs[0].graph is model.graph
+
+
+def test_a_cycle_through_a_subgraph_s_outer_scope_read_is_found():
+    """X (an If) reads y inside its branch, and y is computed from X's output: a cycle no input list shows."""
+    reads_y = _branch(helper.make_node("Identity", ["y"], ["t"]))
+    nodes = [helper.make_node("If", ["cond"], ["x_out"], name="X", then_branch=reads_y, else_branch=reads_y),
+             helper.make_node("Identity", ["x_out"], ["y"], name="Y")]
+    model = _chain_model(nodes, inputs=("cond",))
+    with pytest.raises(StructureError, match=r"cycle \(X -> Y -> X\)"):
+        guards.check_acyclic(model, read_graphs(model.graph))
+
+
+def test_a_cycle_is_named_by_its_scope_subgraph_function_or_a_function_s_subgraph():
+    cyclic = helper.make_graph(_cycle(), "inner", [_v("a")], [_v("d_out")])
+    plain = _branch(helper.make_node("Identity", ["a"], ["p"]))
+    holder = helper.make_node("If", ["a"], ["h"], name="H", then_branch=cyclic, else_branch=plain)
+    with pytest.raises(StructureError, match="the subgraph H/then_branch has a cycle"):
+        guards.check_acyclic(_chain_model([holder]))
+    in_function = _body_function("f", [helper.make_node("Identity", ["x"], ["a"]), *_cycle()])
+    with pytest.raises(StructureError, match=r"the function local\.f has a cycle \(A -> B -> C -> A\)"):
+        guards.check_acyclic(_chain_model([_call("f", "a", "y")], [in_function]))
+    in_branch = _body_function("g", [helper.make_node("Identity", ["x"], ["a"]), holder])
+    with pytest.raises(StructureError, match=r"the function local\.g, subgraph H/then_branch has a cycle"):
+        guards.check_acyclic(_chain_model([_call("g", "a", "y")], [in_branch]))
+
+
+def test_a_cycle_s_description_is_cut_at_1000_characters():
+    nodes = _cycle()
+    for node in nodes:
+        node.name = node.name * 400
+    with pytest.raises(StructureError) as caught:
+        guards.check_acyclic(_chain_model(nodes))
+    shown, _, rest = str(caught.value).partition("…[")
+    assert len(shown) == 1000 and rest.endswith(" more characters]")
+
+
+# --- names that are not UTF-8, wherever they are --------------------------------------------------------------------
+MARK = "QZQZQZ"
+
+
+def _not_utf8(model: onnx.ModelProto, length: int = len(MARK)) -> onnx.ModelProto:
+    """The model with MARK's bytes (serialized) replaced by bytes that are not UTF-8."""
+    broken = model.SerializeToString().replace(MARK.encode(), b"\xff" * length)
+    return onnx.ModelProto.FromString(broken)
+
+
+@pytest.mark.parametrize(("field", "where"), [
+    ("input", "the main graph"), ("output", "the main graph"), ("op_type", "the main graph"),
+    ("domain", "the main graph"), ("subgraph", "subgraph S/then_branch"), ("function", "a model-local function"),
+    ("function_node", "a model-local function"),
+])
+def test_a_name_that_is_not_utf8_is_refused_and_shown_as_bytes(field, where):
+    node = helper.make_node("Relu", [MARK if field == "input" else "a"], [MARK if field == "output" else "r"])
+    if field == "op_type":
+        node = helper.make_node(MARK, ["a"], ["r"], domain="custom")
+    if field == "domain":
+        node = helper.make_node("Relu", ["a"], ["r"], domain=MARK)
+    if field == "subgraph":
+        inner = _branch(helper.make_node("Identity", ["a"], [MARK]))
+        node = helper.make_node("If", ["a"], ["r"], name="S", then_branch=inner,
+                                else_branch=_branch(helper.make_node("Identity", ["a"], ["p"])))
+    functions = []
+    if field in ("function", "function_node"):
+        body = [helper.make_node("Identity", ["x"], [MARK if field == "function_node" else "y"])]
+        functions = [helper.make_function("local", MARK if field == "function" else "f", ["x"], [body[0].output[0]],
+                                          body, [helper.make_opsetid("", 17)])]
+    model = _chain_model([node], functions)
+    guards.check_text(model, read_graphs(model.graph))  # the control: the same model in UTF-8 passes
+    broken = _not_utf8(model)
+    with pytest.raises(StructureError) as caught:
+        guards.check_text(broken, read_graphs(broken.graph))
+    assert str(caught.value) == (f"a name in {where} is not UTF-8 text (b'{chr(92)}xff{chr(92)}xff{chr(92)}xff"
+                                 f"{chr(92)}xff{chr(92)}xff{chr(92)}xff'), as protobuf and ONNX Runtime require: "
+                                 "refused")
+
+
+def test_a_long_name_that_is_not_utf8_is_shown_to_100_characters():
+    name = MARK * 50
+    model = _not_utf8(_chain_model([helper.make_node("Relu", ["a"], [name])]))
+    with pytest.raises(StructureError) as caught:
+        guards.check_text(model, read_graphs(model.graph))
+    shown = str(caught.value).split("(", 1)[1]
+    assert shown.startswith("b'" + "\\xff" * 24 + "\\x…[") and "more characters]" in shown
+    assert len(repr(b"\xff" * 6 * 50)) - 100 == int(shown.split("…[")[1].split()[0])
+
+
+def test_a_scan_without_its_scan_input_count_in_a_function_is_refused():
+    body = helper.make_graph([helper.make_node("Identity", ["s"], ["t"])], "body", [_v("s")], [_v("t")])
+    scan = helper.make_node("Scan", ["x"], ["y"], name="scan1", body=body)
+    model = _chain_model([_call("f", "a", "y")], [_body_function("f", [scan])])
+    with pytest.raises(StructureError, match=r"'scan1' \(Scan\) in function local\.f lacks"):
+        guards.check_required_attributes(model, read_graphs(model.graph))
+
+
+# --- the tensors every check reads -------------------------------------------------------------------------------
+def test_model_tensors_reach_training_info_and_a_tensor_after_a_plain_attribute():
+    holder = helper.make_node("Holder", ["a"], ["r"], domain="custom", axis=1,
+                              value=helper.make_tensor("held", F32, [1], [1.0]))
+    assert [attr.name for attr in holder.attribute] == ["axis", "value"]  # the plain one first
+    model = _chain_model([holder])
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    for k, part in enumerate(("initialization", "algorithm")):
+        graph = getattr(model.training_info.add() if k == 0 else model.training_info[0], part)
+        graph.initializer.append(helper.make_tensor(f"t_{part}", F32, [1], [0.0]))
+    found = {tensor.name: where for where, tensor in guards.model_tensors(model)}
+    assert found["held"] == "main graph, <Holder #0> attribute 'value'"
+    assert found["t_initialization"] == "training_info[0].initialization, initializer"
+    assert found["t_algorithm"] == "training_info[0].algorithm, initializer"
+    assert {tensor.name for _, tensor in guards.model_tensors(model, read_graphs(model.graph))} == set(found)
