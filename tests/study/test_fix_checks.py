@@ -359,6 +359,18 @@ def test_perturbed_release_halves_the_last_layer_s_fill_value(as_constant):
     assert where_of(broken, 0).input[2] == "fill" and where_of(broken, 1).input[1].endswith("Div_output_0")
 
 
+def test_perturbed_release_refuses_a_fill_value_that_is_not_a_constant():
+    """A fill computed by another node (here a ConstantOfShape, whose attribute is also named `value`): no
+    constant to halve, said so, rather than some other node's attribute halved."""
+    model = attention_model(layers=1)
+    del model.graph.initializer[:]
+    model.graph.input.append(helper.make_tensor_value_info("shape", TensorProto.INT64, [1]))
+    model.graph.node.append(helper.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill_computed",
+                                             value=numpy_helper.from_array(np.array([-1e4], np.float32))))
+    with pytest.raises(ValueError, match="'fill' is neither an initializer nor a Constant's value"):
+        verify.perturbed_release(model, "mask_constant")
+
+
 # --- (f) divergence and the graph repair ------------------------------------------------------------------------
 def test_the_divergence_check_names_what_the_fix_left_by_file_and_line():
     after = {"count": 1, "divergences": [{"file": "/x/transformers/modeling_gpt2.py", "line": 201,

@@ -555,12 +555,16 @@ def perturbed_release(model: onnx.ModelProto, how: str) -> onnx.ModelProto:
         where.input[1], where.input[2] = where.input[2], where.input[1]
         return broken
     if how == "mask_constant":
-        fill = (
+        fills = (
             [tensor for tensor in broken.graph.initializer if tensor.name == where.input[2]]
             + [onnx.helper.get_attribute_value(attribute) for node in broken.graph.node
                if node.op_type == "Constant" and where.input[2] in node.output
                for attribute in node.attribute if attribute.name == "value"]
-        )[0]
+        )
+        if not fills:
+            raise ValueError(f"the Where {where.name}'s fill value {where.input[2]!r} is neither an initializer nor a "
+                             "Constant's value: no constant to halve")
+        fill = fills[0]
         values = (numpy_helper.to_array(fill).astype("float32") / 2).ravel().tolist()
         halved = onnx.helper.make_tensor(fill.name + "_control", fill.data_type, list(fill.dims), values)
         broken.graph.initializer.append(halved)
