@@ -178,6 +178,15 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "NumberReplacer @98 #18": "a finished function marked 3 for 2: the search reads only `== 1` (on the path) "
         "and `in state` (seen), which 3 answers as 2 does",
         "RemoveDecorator @328 #0": "newest_opsets without its cache: the same answer computed on every call",
+        **dict.fromkeys(("ReplaceComparisonOperator_Is_IsNot @428 #4", "DropCondition @428 #9"),
+                        "_tensors walking every node of a graph it has a read of, instead of the nodes the read found "
+                        "holding a tensor or graph attribute: a read is looked up by id(graph), so `read.graph is "
+                        "graph` always holds, and the nodes left out hold no tensor: the same tensors, more slowly"),
+        "ReplaceTrueWithFalse @463 #0": "external_tensors asking _tensors for every initializer rather than only a "
+        "graph's whose initializers include an external one: it keeps only data_location EXTERNAL tensors either "
+        "way (the flag saves the walk over graphs that have none)",
+        "NumberReplacer @312 #63": "missing[-1] for missing[0]: _READ_UNCHECKED lists one required attribute per op, "
+        "so `missing` has one entry",
     },
     "graph/lint": {
         **dict.fromkeys(

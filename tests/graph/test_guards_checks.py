@@ -281,7 +281,9 @@ def _not_utf8(model: onnx.ModelProto, length: int = len(MARK)) -> onnx.ModelProt
     ("function_node", "a model-local function"),
 ])
 def test_a_name_that_is_not_utf8_is_refused_and_shown_as_bytes(field, where):
-    node = helper.make_node("Relu", [MARK if field == "input" else "a"], [MARK if field == "output" else "r"])
+    node = helper.make_node("Relu", [MARK if field == "input" else "a"], ["r"])
+    if field == "output":  # an output nothing reads and the graph does not declare: only the node's list holds it
+        node = helper.make_node("Relu", ["a"], [MARK, "r"])
     if field == "op_type":
         node = helper.make_node(MARK, ["a"], ["r"], domain="custom")
     if field == "domain":
@@ -292,9 +294,10 @@ def test_a_name_that_is_not_utf8_is_refused_and_shown_as_bytes(field, where):
                                 else_branch=_branch(helper.make_node("Identity", ["a"], ["p"])))
     functions = []
     if field in ("function", "function_node"):
-        body = [helper.make_node("Identity", ["x"], [MARK if field == "function_node" else "y"])]
-        functions = [helper.make_function("local", MARK if field == "function" else "f", ["x"], [body[0].output[0]],
-                                          body, [helper.make_opsetid("", 17)])]
+        body = [helper.make_node("Identity", ["x"], [MARK if field == "function_node" else "z"]),
+                helper.make_node("Identity", ["x"], ["y"])]  # the function's output: the mark is in a node's alone
+        functions = [helper.make_function("local", MARK if field == "function" else "f", ["x"], ["y"], body,
+                                          [helper.make_opsetid("", 17)])]
     model = _chain_model([node], functions)
     guards.check_text(model, read_graphs(model.graph))  # the control: the same model in UTF-8 passes
     broken = _not_utf8(model)
