@@ -226,6 +226,9 @@ EQUIVALENT: dict[str, dict[str, str]] = {
     "pipeline/compare": {
         "NumberReplacer @96 #18": _OVERWRITTEN,
         "NumberReplacer @96 #19": _OVERWRITTEN,
+        "NumberReplacer @250 #44": "folder_files' placeholder entry for a folder just opened (`depth + 2`): the next "
+        "line replaces it with its depth + 1 before anything reads its depth; the placeholder is there only so that "
+        "the finally block closes the folder if listing it fails",
         "ReplaceTrueWithFalse @355 #3": "_leaves' zip(..., strict=False) over two lists it has just found of one "
         "length: strict never raises",
         "ReplaceBinaryOperator_BitOr_BitAnd @177 #3": _SECOND_LAYER,

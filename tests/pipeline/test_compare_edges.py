@@ -135,3 +135,19 @@ def test_a_revision_s_left_out_files_do_not_stop_the_files_after_them(tmp_path):
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r")
     assert list(compare.revision_files("HEAD", tmp_path)) == ["z.json"]
+
+
+def test_a_value_that_moved_exactly_its_tolerance_is_within_it():
+    assert compare.judge("r.json", ["x"], 1.0, 1.5, Tolerated, {"tol": 0.5, "x": 1.0}).kind == "within tolerance"
+
+
+def test_the_limits_are_the_ones_readme_states():
+    """README tells a reviewer where compare refuses a tree (one line, exit 2); the limits enforced are those."""
+    from where223.pipeline.paths import ROOT
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    stated = ("JSON nested deeper than 64 levels where two records differ, an integer of more than 300 digits, and "
+              "a tree of more than 100,000 entries, 32 folders deep, a file over 32 MiB or 1 GiB in all")
+    assert stated in text
+    assert (compare.DEPTH_LIMIT, compare.INTEGER_DIGITS_LIMIT, compare.FILES_LIMIT, compare.FOLDER_DEPTH_LIMIT,
+            compare.FILE_BYTES_LIMIT, compare.TREE_BYTES_LIMIT) == (64, 300, 100_000, 32, 32 * 2**20, 2**30)
