@@ -237,6 +237,19 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "ReplaceFalseWithTrue @185 #0": "a link to a folder listed as a folder: opening it with O_NOFOLLOW fails "
         "and it is left out, as the listing leaves it out (the two layers each refuse a link)",
     },
+    "cuda_autocast": {
+        "NumberReplacer @142 #6": "release_of's split(\"+\", 2)[0] for split(\"+\", 1)[0]: the part before the first "
+        "+ either way",
+        **dict.fromkeys(("NumberReplacer @313 #77", "NumberReplacer @316 #81", "NumberReplacer @320 #85",
+                         "NumberReplacer @344 #101"),
+                        "[-1] for [0] on a list just checked to hold one entry (`len(...) != 1` raises before it)"),
+        **dict.fromkeys(("NumberReplacer @382 #106", "NumberReplacer @382 #107"),
+                        "the line number of policy_drift's default ('not registered', 0) moved: only the default's "
+                        "file name is read ([0]), the number never"),
+        **dict.fromkeys(("NumberReplacer @400 #111", "NumberReplacer @400 #113"),
+                        "the banned check's CPU tensors of another size: binary_cross_entropy's AutocastCUDA kernel "
+                        "refuses the call as unsafe to autocast before any shape is read"),
+    },
     "autocast_lists/2.1.2": {
         "ShiftLine @129 #335": "the banned op's cited line (binary_cross_entropy, 378 to 379), alone in its policy and "
         "registered by a statement of two lines: no code reads an op's cited line (`at` is provenance; its policy is "
