@@ -259,8 +259,10 @@ EQUIVALENT: dict[str, dict[str, str]] = {
     "pipeline/publish": {
         "NumberReplacer @158 #8": "the lock file cut to 1 byte rather than 0 before the holder's pid is written over "
         "it from offset 0: the pid's line is at least 2 bytes, so the byte left is overwritten",
-        "ReplaceUnaryOperator_USub_UAdd @266 #0": "renameat2's directory descriptors as 100 for AT_FDCWD (-100): "
-        "both paths are absolute (publish resolves the tree), and an absolute path ignores its directory descriptor",
+        **dict.fromkeys(("ReplaceUnaryOperator_USub_UAdd @266 #0", "ReplaceUnaryOperator_Delete_USub @266 #0",
+                         "NumberReplacer @266 #28", "NumberReplacer @266 #29"),
+                        "renameat2's directory descriptors as another number than AT_FDCWD (-100): both paths are "
+                        "absolute (publish resolves the tree), and an absolute path ignores its directory descriptor"),
         "ReplaceTrueWithFalse @350 #14": "keep_failed's failed/ made without its parents: it runs only under staged, "
         "whose lock has made the tree (failed/'s parent) first",
     },

@@ -41,9 +41,55 @@ def test_the_lock_makes_the_tree_s_missing_parents_and_empties_its_file_when_rel
     assert publish.lock_path(root.resolve()).read_text() == ""  # a waiter reading it now sees no holder
 
 
+def test_the_lock_file_is_created_readable_by_all_and_writable_by_its_owner(tmp_path):
+    before = os.umask(0o022)
+    try:
+        with publish.outputs_lock(tmp_path / "outputs"):
+            mode = stat.S_IMODE(os.stat(publish.lock_path((tmp_path / "outputs").resolve())).st_mode)
+    finally:
+        os.umask(before)
+    assert mode == 0o644  # 0o666 under the umask
+
+
+def _held_elsewhere(root: Path) -> int:
+    """The tree's lock taken through another open file (flock is per open file): as another process holds it."""
+    import fcntl
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(publish.lock_path(root), os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"4242\n")
+    return fd
+
+
+@pytest.mark.parametrize("taking", ["outputs_lock", "staged"])
+def test_by_default_a_second_writer_is_refused_at_once_not_made_to_wait(tmp_path, taking):
+    import threading
+
+    root = (tmp_path / "outputs").resolve()
+    fd = _held_elsewhere(root)
+    said: list[BaseException] = []
+
+    def take():
+        try:
+            with publish.outputs_lock(root) if taking == "outputs_lock" else publish.staged("r", root):
+                pass
+        except BaseException as error:  # noqa: BLE001 - the refusal, or anything else, is what the test reads
+            said.append(error)
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    thread.join(10)
+    waited = thread.is_alive()
+    os.close(fd)  # a waiting writer gets the lock now and ends
+    thread.join(10)
+    assert not waited, "the writer waited for the lock"
+    assert len(said) == 1 and isinstance(said[0], publish.OutputsBusyError) and "pid 4242" in str(said[0])
+
+
 def test_the_holder_s_line_is_read_up_to_64_bytes(tmp_path):
     path = tmp_path / "lock"
-    path.write_text("7" * 64 + "\n")
+    path.write_text("7" * 70 + "\n")
     fd = os.open(path, os.O_RDONLY)
     try:
         assert publish._holder(fd) == "7" * 64
@@ -93,6 +139,24 @@ def test_trees_replaced_while_readers_are_inside_are_set_aside_in_order_and_remo
     assert (root / "x.json").read_text() == "2"
 
 
+def test_a_replaced_tree_that_cannot_be_set_aside_is_removed(tmp_path, monkeypatch):
+    root = (tmp_path / "outputs").resolve()
+    run(root, "r", {"x.json": "0"})
+    rename = os.rename
+
+    def refuse_retiring(source, target, *args, **kwargs):
+        if str(target).startswith(str(publish.retired_trees(root))):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return rename(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(publish.os, "rename", refuse_retiring)
+    with publish.outputs_lock(root), publish.readers_inside(root):
+        run(root, "r", {"x.json": "1"})
+        assert list(publish.retired_trees(root).iterdir()) == []  # nothing set aside
+        assert not os.path.lexists(publish.next_tree(root))  # and the replaced tree is gone
+    assert (root / "x.json").read_text() == "1"
+
+
 # --- stale files and the folders they leave ------------------------------------------------------------------------
 def test_a_file_a_run_no_longer_writes_goes_with_its_empty_folders_and_one_already_gone_is_no_error(tmp_path):
     root = (tmp_path / "outputs").resolve()
@@ -109,10 +173,10 @@ def test_a_file_a_run_no_longer_writes_goes_with_its_empty_folders_and_one_alrea
 def test_a_folder_keeps_its_permissions_and_links_stay_links_in_the_tree_and_from_the_stage(tmp_path):
     root = (tmp_path / "outputs").resolve()
     run(root, "r", {"kept/x.json": "1", "x.json": "1"}, links={"staged_link.json": "x.json"})
-    os.chmod(root / "kept", 0o750)
+    os.chmod(root / "kept", 0o751)
     os.symlink("x.json", root / "tree_link.json")
     run(root, "other", {"new/deeper/y.json": "1"})  # into folders the tree does not have yet
-    assert stat.S_IMODE(os.stat(root / "kept").st_mode) == 0o750
+    assert stat.S_IMODE(os.stat(root / "kept").st_mode) == 0o751
     for name in ("staged_link.json", "tree_link.json"):
         assert os.path.islink(root / name) and os.readlink(root / name) == "x.json"
     assert (root / "new" / "deeper" / "y.json").read_text() == "1"
