@@ -151,3 +151,26 @@ def test_the_limits_are_the_ones_readme_states():
     assert stated in text
     assert (compare.DEPTH_LIMIT, compare.INTEGER_DIGITS_LIMIT, compare.FILES_LIMIT, compare.FOLDER_DEPTH_LIMIT,
             compare.FILE_BYTES_LIMIT, compare.TREE_BYTES_LIMIT) == (64, 300, 100_000, 32, 32 * 2**20, 2**30)
+
+
+def test_nan_against_nan_is_no_difference_and_nan_against_a_number_is():
+    """Leaves compared one by one (two NaNs made apart are not one object, so no container equality decides)."""
+    assert list(compare._leaves(float("nan"), float("nan"), ["x"])) == []
+    (found,) = compare._leaves(float("nan"), 1.0, ["x"])
+    assert found[0] == ["x"] and math.isnan(found[1]) and found[2] == 1.0
+    assert list(compare._leaves(1, 1.0, ["x"])) == []  # equal as numbers, of two types
+
+
+def test_a_file_replaced_by_a_link_or_removed_is_left_out_and_one_that_cannot_be_opened_is_refused(tmp_path):
+    (tmp_path / "real.json").write_text("{}")
+    os.symlink("real.json", tmp_path / "link.json")
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        budget = compare._Budget("t")
+        assert compare._read(folder, b"real.json", "real.json", budget) == b"{}"
+        assert compare._read(folder, b"link.json", "link.json", budget) is None  # ELOOP: not followed
+        assert compare._read(folder, b"gone.json", "gone.json", budget) is None  # ENOENT: removed since listed
+        with pytest.raises(CompareError, match="long.json: cannot read"):
+            compare._read(folder, b"x" * 300, "long.json", budget)  # ENAMETOOLONG: neither
+    finally:
+        os.close(folder)
