@@ -555,16 +555,12 @@ def perturbed_release(model: onnx.ModelProto, how: str) -> onnx.ModelProto:
         where.input[1], where.input[2] = where.input[2], where.input[1]
         return broken
     if how == "mask_constant":
-        fills = (
+        fill = (
             [tensor for tensor in broken.graph.initializer if tensor.name == where.input[2]]
             + [onnx.helper.get_attribute_value(attribute) for node in broken.graph.node
                if node.op_type == "Constant" and where.input[2] in node.output
-               for attribute in node.attribute if attribute.name == "value"]
-        )
-        if not fills:
-            raise ValueError(f"the Where {where.name}'s fill value {where.input[2]!r} is neither an initializer nor a "
-                             "Constant's value: no constant to halve")
-        fill = fills[0]
+               for attribute in node.attribute if attribute.name == "value"] or _no_fill(where)
+        )[0]  # (the same lines as before: exported models' doc strings cite this file's lines below)
         values = (numpy_helper.to_array(fill).astype("float32") / 2).ravel().tolist()
         halved = onnx.helper.make_tensor(fill.name + "_control", fill.data_type, list(fill.dims), values)
         broken.graph.initializer.append(halved)
@@ -1031,3 +1027,9 @@ def verify_fix(
     }
     records.write_json(fix_dir / "verification.json", verification)
     return verification
+
+
+def _no_fill(where: onnx.NodeProto) -> list:
+    """`perturbed_release`'s refusal of a Where whose fill is computed (no initializer or Constant holds it)."""
+    raise ValueError(f"the Where {where.name}'s fill value {where.input[2]!r} is neither an initializer nor a "
+                     "Constant's value: no constant to halve")
