@@ -27,8 +27,8 @@ def test_the_fixed_exporters_are_registered_beside_the_sweep_s():
 
 
 def test_rolled_moves_every_input_by_one_along_its_last_axis_and_leaves_a_scalar():
-    feeds = remedies.rolled({"ids": np.array([[1, 2, 3], [4, 5, 6]]), "scalar": np.float32(2.0)})
-    assert feeds["ids"].tolist() == [[3, 1, 2], [6, 4, 5]] and float(feeds["scalar"]) == 2.0
+    feeds = remedies.rolled({"ids": np.array([[[1, 2, 3], [4, 5, 6]]]), "scalar": np.float32(2.0)})
+    assert feeds["ids"].tolist() == [[[3, 1, 2], [6, 4, 5]]] and float(feeds["scalar"]) == 2.0
 
 
 @pytest.mark.parametrize(("outcome", "reference", "why"), [
@@ -112,6 +112,11 @@ def test_reseeded_keeps_the_mode_and_draws_one_element_inputs_around_their_value
     fresh, drawn = remedies.reseeded(built, inputs, 2)
     assert fresh.training is True and type(fresh) is Built
     assert drawn["empty"] is inputs["empty"] and drawn["half"].dtype == torch.float16
+    generator = torch.Generator().manual_seed(2)
+    torch.randn((1,), generator=generator)  # "one" draws first
+    spread = float(torch.tensor([1.0, 2.0]).std())  # two elements: their own spread
+    expected = (torch.randn((2,), generator=generator) * spread + 1.5).to(torch.float16)
+    assert torch.equal(drawn["half"], expected)
     torch.manual_seed(0)
     again = torch.randn(1, generator=torch.Generator().manual_seed(2))
     assert drawn["one"].item() == pytest.approx(again.item() * 1.0 + 3.0)  # spread 1 for a single element
@@ -190,3 +195,54 @@ def test_the_pair_is_judged_at_twice_the_type_s_tolerance():
 
 def test_the_seeds_are_three_and_start_with_the_class_study_s():
     assert remedies.SEEDS == (0, 1, 2)
+
+
+def test_the_first_seed_is_the_model_as_built_and_a_model_eager_cannot_run_is_said_so():
+    import types
+
+    from tests.study.test_remedies import _Toy
+
+    inputs = {"x": torch.randn(2, 3), "ids": torch.randint(4, 10, (2, 5)), "mask": torch.ones(2, 5, dtype=torch.long),
+              "flag": torch.tensor([True, False])}  # fmt: skip
+    model = _Toy(types.SimpleNamespace(flat=False)).eval()
+    record = {"timings_s": {}}
+    stage = remedies.seeded_eager_stage(record, lambda _, f: f(), model, inputs, FP32, "eval")
+    assert record["seeds"] == [{"seed": 0, "reference": "distinguishes"}]
+    assert torch.equal(stage[1]["x"], inputs["x"]) and torch.equal(stage[1]["ids"], inputs["ids"])  # not drawn again
+
+    class Broken(torch.nn.Module):
+        def __init__(self, config=None):
+            super().__init__()
+            self.config = config
+
+        def forward(self, x, ids, mask, flag):
+            raise RuntimeError("eager refuses")
+
+    record = {"timings_s": {}}
+    stage = remedies.seeded_eager_stage(record, lambda _, f: f(), Broken(), inputs, FP32, "eval")
+    assert stage[2] is None and record["seeds"] == [{"seed": 0, "reference": "eager did not run"}]
+
+
+def test_the_repair_stage_lists_at_most_40_changes_and_counts_them_all(monkeypatch, tmp_path):
+    import onnx
+
+    from where223.graph import repair as repair_module
+
+    model = onnx.load(where_graph(tmp_path / "plain.onnx"))
+    monkeypatch.setattr(repair_module, "repair", lambda source, eager: (model, [f"change {k}" for k in range(41)]))
+    record = {}
+    remedies.repair_stage(record, {"blame": []}, tmp_path / "plain.onnx", tmp_path / "repaired.onnx")
+    assert record["repair"]["changes"] == [f"change {k}" for k in range(40)]
+    assert record["repair"]["change_count"] == 41
+
+
+def test_the_ortmodule_route_s_committed_record_was_made_at_the_module_s_opset():
+    import json
+
+    from where223.pipeline.paths import OUTPUTS
+
+    path = OUTPUTS / "remedies" / "ortmodule_electra.json"
+    if not path.is_file():
+        pytest.skip("the route's record is not committed yet")
+    runs = json.loads(path.read_text())["runs"]
+    assert [run["opset"] for run in runs] == [remedies.ORTMODULE_OPSET] * 2 and remedies.ORTMODULE_OPSET == 17
