@@ -293,6 +293,10 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "DropCondition @807 #59": "coverage's `isinstance(check.value, str) and` dropped: a check's value is a "
         "number, a str, a dict or a list, and each of those equals NOT_MEASURED (a str) only when it is that str",
     },
+    "study/remedies/run": {
+        "DropCondition @108 #3": "reference_verdict without `value.size and`: an empty array has no finite value, so "
+        "`np.isfinite(value).any()` leaves it out the same",
+    },
     "study/judging": {
         "NumberReplacer @45 #10": "`(row.get(\"reference_size\") or 1) > 1` for `or 0`: a size a record lacks "
         "(None) or a size 0 compares as not more than one either way",

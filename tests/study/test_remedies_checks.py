@@ -94,6 +94,7 @@ def test_the_reference_verdict_reads_only_floating_outputs_with_a_finite_value()
     assert remedies.reference_verdict([np.ones(3), nan]) == judging.CONSTANT
     assert remedies.reference_verdict([np.zeros(3), np.arange(3.0)]) == ""
     assert remedies.reference_verdict([ids]) == ""  # nothing floating: nothing said
+    assert remedies.reference_verdict([nan]) == ""  # no finite value: nothing said, not "all zero"
 
 
 def test_reseeded_keeps_the_mode_and_draws_one_element_inputs_around_their_value():
@@ -246,3 +247,11 @@ def test_the_ortmodule_route_s_committed_record_was_made_at_the_module_s_opset()
         pytest.skip("the route's record is not committed yet")
     runs = json.loads(path.read_text())["runs"]
     assert [run["opset"] for run in runs] == [remedies.ORTMODULE_OPSET] * 2 and remedies.ORTMODULE_OPSET == 17
+
+
+def test_a_control_that_runs_keeps_its_finite_relative_difference(monkeypatch, tmp_path):
+    monkeypatch.setattr(remedies, "run_graph", lambda path, fed, outcome: ([np.asarray(fed["x"])], "ONNX Runtime CPU"))
+    checked = remedies.check_numerics(tmp_path / "m.onnx", "accepted", INPUTS, REFERENCE, FP32)
+    control = checked["control"]
+    assert control["nonfinite"] is False and control["fails_as_built"] is True
+    assert control["relative"] == pytest.approx(0.8 / 0.9)  # rolled: 0.9 where 0.1 was, against a largest 0.9
