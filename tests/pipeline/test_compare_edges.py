@@ -174,3 +174,40 @@ def test_a_file_replaced_by_a_link_or_removed_is_left_out_and_one_that_cannot_be
             compare._read(folder, b"x" * 300, "long.json", budget)  # ENAMETOOLONG: neither
     finally:
         os.close(folder)
+
+
+def test_a_tolerance_key_is_read_in_the_nearest_enclosing_mapping_that_holds_it():
+    role = roles.Measured(tolerance_key="tol")
+    outer = {"tol": 0.5, "inner": {"x": 1.0}}
+    assert compare._tolerance(role, outer, ["inner", "x"], 2, 1.0, 1.2) == 0.5  # only the outer holds it
+    both = {"tol": 0.5, "inner": {"tol": 0.25, "x": 1.0}}
+    assert compare._tolerance(role, both, ["inner", "x"], 2, 1.0, 1.2) == 0.25  # the nearer one
+    # a record whose shape is not the keys' (a list where a name is looked up): no tolerance below it, no error
+    shaped = {"tol": 0.5, "inner": [{"tol": 9.0}]}
+    assert compare._tolerance(role, shaped, ["inner", "k", "x"], 3, 1.0, 1.2) == 0.5
+
+
+def _swapped_after_listing(monkeypatch, tmp_path, name: str, is_folder: bool):
+    """The tree lists `name` as a folder or a regular file, but by the time it is opened it is a link to something
+    outside the tree (a race compare's open flags refuse)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text('{"secret": 1}')
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "kept.json").write_text("{}")
+    os.symlink(outside if is_folder else outside / "secret.json", tree / name)
+    listed = compare._entries
+
+    def entries(folder, budget):
+        found = listed(folder, budget)
+        return [(n, is_folder, not is_folder) if n == name.encode() else (n, d, f) for n, d, f in found]
+
+    monkeypatch.setattr(compare, "_entries", entries)
+    return tree
+
+
+@pytest.mark.parametrize("is_folder", [True, False])
+def test_a_link_swapped_in_after_the_listing_is_not_followed(monkeypatch, tmp_path, is_folder):
+    tree = _swapped_after_listing(monkeypatch, tmp_path, "swapped" if is_folder else "swapped.json", is_folder)
+    assert list(compare.folder_files(tree)) == ["kept.json"]
