@@ -290,7 +290,7 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "NumberReplacer @575 #74": "rsplit('/', 2)[-1] for rsplit('/', 1)[-1]: the last part is the same",
         "DropCondition @142 #5": "_last_line's `(message or \"\")` as `(message)`: the branch runs only when "
         "`message and message.strip()` holds, so message is a non-empty str",
-        "DropCondition @807 #59": "coverage's `isinstance(check.value, str) and` dropped: a check's value is a "
+        "DropCondition @807 #61": "coverage's `isinstance(check.value, str) and` dropped: a check's value is a "
         "number, a str, a dict or a list, and each of those equals NOT_MEASURED (a str) only when it is that str",
     },
     "study/remedies/run": {
