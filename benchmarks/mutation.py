@@ -263,6 +263,14 @@ EQUIVALENT: dict[str, dict[str, str]] = {
                          "NumberReplacer @266 #28", "NumberReplacer @266 #29"),
                         "renameat2's directory descriptors as another number than AT_FDCWD (-100): both paths are "
                         "absolute (publish resolves the tree), and an absolute path ignores its directory descriptor"),
+        **dict.fromkeys(("ReplaceFalseWithTrue @262 #1", "ReplaceFalseWithTrue @333 #2"),
+                        "os.link(..., follow_symlinks=True): on Linux CPython makes it link(2), which does not "
+                        "dereference a symlink either, so a link to the link is made the same (checked here: both "
+                        "spellings make a symlink)"),
+        "DropCondition @244 #4": "_remove_with_empty_parents walking up to the tree's root: the tree being built "
+        "always holds the run's manifest, so the root is never empty and the walk stops there the same",
+        "DropCondition @259 #7": "_link_tree keeping links to folders among the folders walked: os.walk does not "
+        "descend into a link to a folder (followlinks is False), and the link is linked as an entry either way",
         "ReplaceTrueWithFalse @350 #14": "keep_failed's failed/ made without its parents: it runs only under staged, "
         "whose lock has made the tree (failed/'s parent) first",
     },

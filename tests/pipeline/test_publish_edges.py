@@ -220,3 +220,29 @@ def test_a_filesystem_error_without_a_file_name_says_none_and_another_error_is_n
     with pytest.raises(ValueError, match="not the filesystem"):
         run(root, "r", {"x.json": "3"})
     assert (root / "x.json").read_text() == "1"
+
+
+def test_a_stale_file_whose_folder_is_gone_is_no_error(tmp_path):
+    import shutil
+
+    root = (tmp_path / "outputs").resolve()
+    run(root, "r", {"gone/x.json": "1", "z.json": "1"})
+    shutil.rmtree(root / "gone")  # the folder removed by hand: its file still in the run's manifest
+    run(root, "r", {"z.json": "2"})
+    assert manifest(root, "r") == ["z.json"] and not (root / "gone").exists()
+
+
+def test_a_publish_error_of_the_tree_itself_is_not_wrapped_and_an_error_without_strerror_shows_itself(
+        tmp_path, monkeypatch):
+    root = (tmp_path / "outputs").resolve()
+    run(root, "r", {"x.json": "1"})
+    monkeypatch.setattr(publish.os.path, "ismount", lambda path: Path(path) == root)
+    with pytest.raises(publish.PublishError) as caught:
+        run(root, "r", {"x.json": "2"})
+    assert str(caught.value).startswith(f"{root} is a mount point")  # the refusal itself, not "publishing r failed"
+    monkeypatch.undo()
+    monkeypatch.setattr(publish, "_link_tree", lambda source, target, skip: (_ for _ in ()).throw(
+        OSError("disk on fire")))
+    with pytest.raises(publish.PublishError) as caught:
+        run(root, "r", {"x.json": "3"})
+    assert str(caught.value).startswith(f"publishing r failed: disk on fire; {root} is as it was")
