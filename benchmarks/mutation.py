@@ -227,6 +227,15 @@ EQUIVALENT: dict[str, dict[str, str]] = {
     "pipeline/compare": {
         "NumberReplacer @96 #18": _OVERWRITTEN,
         "NumberReplacer @96 #19": _OVERWRITTEN,
+        "NumberReplacer @97 #20": "Comparison.artifacts_compared's default: compare_files sets it before returning",
+        "NumberReplacer @97 #21": "Comparison.artifacts_compared's default: compare_files sets it before returning",
+        "ReplaceTrueWithFalse @76 #0": "Difference not frozen: nothing assigns to its fields or hashes it",
+        "ReplaceFalseWithTrue @186 #1": "a link to a file listed as a file: opening it with O_NOFOLLOW fails (ELOOP) "
+        "and it is left out, as the listing leaves it out (the two layers each refuse a link)",
+        "NumberReplacer @208 #32": "_read taking FILE_BYTES_LIMIT + 2 bytes where it takes + 1: any read past the "
+        "limit (a file grown since its size was checked) is refused by the budget the same",
+        "ReplaceContinueWithBreak @288 #3": "revision_files' `if not line: continue` as break: git ls-tree -z ends "
+        "every entry with a NUL, so the one empty item is the last",
         "NumberReplacer @250 #44": "folder_files' placeholder entry for a folder just opened (`depth + 2`): the next "
         "line replaces it with its depth + 1 before anything reads its depth; the placeholder is there only so that "
         "the finally block closes the folder if listing it fails",

@@ -211,3 +211,53 @@ def _swapped_after_listing(monkeypatch, tmp_path, name: str, is_folder: bool):
 def test_a_link_swapped_in_after_the_listing_is_not_followed(monkeypatch, tmp_path, is_folder):
     tree = _swapped_after_listing(monkeypatch, tmp_path, "swapped" if is_folder else "swapped.json", is_folder)
     assert list(compare.folder_files(tree)) == ["kept.json"]
+
+
+def test_a_file_named_as_the_folder_to_compare_cannot_be_read(tmp_path):
+    (tmp_path / "file.json").write_text("{}")
+    with pytest.raises(CompareError, match="cannot read"):
+        compare.folder_files(tmp_path / "file.json")
+
+
+def test_a_mapping_against_a_list_is_one_difference_where_they_part():
+    assert list(compare._leaves({"a": {"b": 1}}, {"a": [1]}, [])) == [(["a"], {"b": 1}, [1])]
+
+
+def test_a_tolerance_key_holding_a_mapping_is_read_by_the_keys_below_the_declared_place():
+    role = roles.Measured(tolerance_key="tol")
+    record = {"tol": {"a": 0.1, "b": 0.2}, "x": {"a": 1.0, "b": 2.0}}
+    assert compare._tolerance(role, record, ["x", "b"], 1, 2.0, 2.1) == 0.2
+
+
+def test_an_integer_of_exactly_its_digit_limit_is_read_and_one_more_refused():
+    assert compare._integer("9" * compare.INTEGER_DIGITS_LIMIT) == int("9" * compare.INTEGER_DIGITS_LIMIT)
+    with pytest.raises(compare._Refused):
+        compare._integer("9" * (compare.INTEGER_DIGITS_LIMIT + 1))
+
+
+def test_a_file_only_one_tree_has_is_a_differing_artifact():
+    found = compare.compare_files({"a.json": b"{}", "fig.png": b"x"}, {"a.json": b"{}"}, "ref", "rerun")
+    assert (found.artifacts_compared, found.artifacts_differing) == (1, 1)
+
+
+def test_a_revision_git_cannot_read_is_refused_without_an_empty_reason(tmp_path):
+    from tests.pipeline.test_compare_hostile import repository
+
+    root = repository(tmp_path / "root", {"outputs/a.json": {"n": 1}})
+    with pytest.raises(CompareError) as caught:
+        compare.revision_files("no-such-revision", root)
+    assert str(caught.value) == f"no-such-revision: not a folder, nor a git revision of {root}"
+
+
+def test_the_files_git_would_commit_are_this_work_tree_s_even_where_its_config_names_another(tmp_path, monkeypatch):
+    import subprocess
+
+    from tests.pipeline.test_compare_hostile import records, repository
+
+    root = repository(tmp_path / "root", {"outputs/a.json": {"n": 1}})
+    records(root, {"outputs/b.json": {"n": 2}})  # untracked, not ignored: git would commit it
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "outputs").mkdir(parents=True)
+    subprocess.run(["git", "-C", str(root), "config", "core.worktree", str(elsewhere)], check=True)
+    monkeypatch.setattr(compare, "ROOT", root)
+    assert sorted(compare.folder_files(root / "outputs")) == ["a.json", "b.json"]
