@@ -552,7 +552,7 @@ def test_verify_fix_runs_every_check_in_notebook_03_s_order_and_the_controls_wit
         fix_dir / verify.REPAIRED_MODEL)
     repaired_outputs = record["checks"][-1]
     assert repaired_outputs["verdict"] == PASS and repaired_outputs["per_model"]["dropped"] == {}
-    # the fix's checks stay passes because a control failed them? here every faked control passes: not judged
+    # every faked control passes, so the fix's passes no control failed are not judged; repaired_outputs' control fails
     assert record["verdict_statement"].startswith("pass — ")
     assert fix_dir.joinpath("verification.json").is_file()
     # again into the same folder, and with another tolerance and no release
