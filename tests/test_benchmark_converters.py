@@ -103,7 +103,15 @@ def test_the_projects_float32_exports_are_found_once_each(bench, tmp_path):
     assert again == []  # a file the wheels already hold is not counted twice
 
 
-def test_a_conversions_stats_feeds_and_latency(bench, tmp_path):
+def test_a_conversions_stats_feeds_and_latency(bench, tmp_path, monkeypatch):
+    from where223.graph import convert
+
+    f16, f32 = "tensor(float16)", "tensor(float)"
+    stated = {"Mul": {"T": {f32, f16}}}  # a provider that lists a float16 Mul; the control lists none
+    monkeypatch.setattr(convert, "kernel_listing", lambda timeout_s: convert.KernelListing(
+        "CPUExecutionProvider", "as stated",
+        [convert._listing.KernelDef(op, "", 1, 2**31 - 1, tuple((k, frozenset(v)) for k, v in types.items()))
+         for op, types in stated.items()]))  # fmt: skip
     reference, candidate = tmp_path / "fp32.onnx", tmp_path / "fp16.onnx"
     onnx.save(_model(), str(reference))
     half = _model(TensorProto.FLOAT16)  # computes in float16, then casts its output
@@ -111,6 +119,10 @@ def test_a_conversions_stats_feeds_and_latency(bench, tmp_path):
     onnx.save(half, str(candidate))
     stats = bench.model_stats(reference, candidate)
     assert (stats["float_nodes"], stats["reduced_nodes"], stats["share_nodes"]) == (1, 1, 1.0)
+    assert (stats["computed_nodes"], stats["share_computed"], stats["computed_unknown"]) == (1, 1.0, 0)
+    stated["Mul"]["T"] = {f32}  # the control: declared float16, no float16 kernel listed, computed in float
+    stats = bench.model_stats(reference, candidate)
+    assert (stats["share_nodes"], stats["computed_nodes"], stats["share_computed"]) == (1.0, 0, 0.0)
     assert stats["share_initializer_elements"] == 1.0 and stats["casts_inserted"] == 1
     control = bench.model_stats(reference, reference)
     assert control["share_nodes"] == 0.0 and control["casts_inserted"] == 0 and control["size_ratio"] == 1.0
@@ -126,7 +138,8 @@ def _row(bench, model, converter, verdict="accepted", within=True, lint=(), shar
             "ort_node": "n", "ort_message": f"ONNX Runtime: {verdict}",
             "diff": {"within": within, "worst_spacings": 3.0 if within else 900.0, "departure": None}
             if verdict == "accepted" else None,
-            "stats": {"share_nodes": share, "share_initializer_elements": share, "casts_inserted": 2,
+            "stats": {"share_nodes": share, "share_computed": share, "share_initializer_elements": share,
+                      "casts_inserted": 2,
                       "size_ratio": 0.5}, "reference_latency_ms": 2.0, "latency": {"median_ms": 3.0},
             "tools": {"lint": {"kinds": list(lint), "nodes": ["n"] if lint else [], "kernel_nodes": [], "error": None,
                                "summary": "a violation" if lint else None}},
@@ -144,18 +157,21 @@ def test_targets_met_and_each_failure_named(bench):
             _row(bench, "m", "ort float16", share=0.9),
             _row(bench, "m", "where223 convert fp16", share=0.9),
             _row(bench, "m", "where223 convert bf16", share=0.5)]
+    rows[2]["stats"]["share_nodes"] = 0.2  # declares less float16 than the peer, computes as much in it
     met = bench.targets(rows, _peer_tools(bench, rows))
     assert all(target["met"] for target in met.values()), met  # the control: every target met
+    assert met["where223 convert fp16"]["below_a_peer_declared_share"] == 1  # counted apart, not failing
     assert bench.failures(rows) == []
     rows[0]["tools"]["lint"]["kinds"] = []  # lint misses the refusal
     rows[0]["repair"] = {"verdict": "type_error", "error": None, "ort_message": "still refused"}
     rows[1]["tools"]["lint"]["kinds"] = ["model"]  # a false alarm
-    rows[2]["stats"]["share_nodes"] = 0.1  # below a peer that succeeds
+    rows[2]["stats"]["share_computed"] = 0.1  # computes less in float16 than a peer that succeeds
     rows[3].update(verdict="accepted", diff={"within": False, "worst_spacings": 900.0, "departure": "at 'm'"})
     missed = bench.targets(rows, _peer_tools(bench, rows))
     assert not any(target["met"] for target in missed.values())
     assert missed["where223 convert fp16"]["below_a_peer_share"] == [
         {"model": "m", "converter": "ort float16", "ours": 0.1, "theirs": 0.9}]
+    assert missed["where223 convert fp16"]["below_a_peer_declared_share"] == 1
     named = {(f["tool"], f["what"]) for f in bench.failures(rows)}
     assert named == {("lint", "misses a refusal"), ("lint", "false alarm"), ("repair", "leaves the model refused"),
                      ("convert", "beyond tolerance")}

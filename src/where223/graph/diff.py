@@ -637,6 +637,9 @@ class DiffReport:
     unmatched: list[str] = field(default_factory=list)  # reference values the candidate has no counterpart of
     notes: list[str] = field(default_factory=list)
     spacings: int = TOLERANCE_SPACINGS
+    # every departing value as (reference name, candidate value, candidate type), in topological order: for
+    # `convert`'s search (not in `to_dict`: `departure.departing_values` counts them)
+    departures: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def within(self) -> bool:
@@ -848,6 +851,7 @@ class Comparator:
             if worst is None:
                 continue
             departing += 1
+            report.departures.append((name, worst[0], _short(cand_types.get(worst[0]))))
             if first is None:
                 member, comparison = worst
                 first = Departure(name, member, _short(cand_types.get(member)), node, op_type, kind, comparison, 0)

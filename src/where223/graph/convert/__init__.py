@@ -3,7 +3,8 @@
 - `_listing`: the kernels the provider registers, as the installed ONNX Runtime lists them (refused where it
   cannot list them: onnxruntime-training 1.19.2, a provider without its hardware);
 - `_plan`: which nodes compute in the reduced type: the schema allows it at the model's opset and a kernel is
-  listed; everything else keeps float32, with its reason;
+  listed; everything else keeps float32, with its reason (`computed_in_reduced` counts, in any model, the nodes
+  declared in a reduced type that the provider computes in it);
 - `_initializers`: float32 initializers rounded to the reduced type, what overflowed or flushed to zero counted;
 - `_retype`: the pass applying a plan: Casts only at the boundaries between float32 and the reduced type, Cast
   targets and typing attributes following their nodes, every main-graph value declared with its type;
@@ -38,6 +39,7 @@ _SUBMODULE_OF: dict[str, str] = {
     # the rule and the pass, for callers that build their own search
     "plan": "_plan",
     "Choice": "_plan",
+    "computed_in_reduced": "_plan",
     "RetypePass": "_retype",
 }
 

@@ -36,9 +36,9 @@ from where223.graph.loading import subgraphs
 from where223.graph.nodes import node_label
 from where223.graph.repair._edit import TYPING_ATTRIBUTES
 from where223.graph.schema import Signature, formal_pairs, signature
-from where223.graph.types import ModelTypes
+from where223.graph.types import ModelTypes, model_types
 
-__all__ = ["Choice", "plan", "OUTPUT_TYPING", "FLOAT"]
+__all__ = ["Choice", "plan", "computed_in_reduced", "OUTPUT_TYPING", "FLOAT"]
 
 FLOAT = "tensor(float)"
 # ops whose outputs take their type from an attribute, which the conversion retypes with them
@@ -144,9 +144,10 @@ def _choose(node: onnx.NodeProto, index: int, sig: Signature, opset: int, to_typ
 
 def plan(model: onnx.ModelProto, types: ModelTypes, to_type: str, listing: KernelListing,
          forced: Mapping[int, str] | None = None, max_finite: float = 65504.0,
-         keep_io_types: bool = False) -> list[Choice]:  # fmt: skip
+         keep_io_types: bool = False, kept_inputs: frozenset[str] = frozenset()) -> list[Choice]:  # fmt: skip
     """A Choice for every node of the main graph, in graph order (see the module's docstring). `forced`: node index
-    -> the reason the search keeps it in float32; `keep_io_types`: the graph's inputs and outputs stay float32."""
+    -> the reason the search keeps it in float32; `keep_io_types`: the graph's inputs and outputs stay float32;
+    `kept_inputs`: graph inputs that stay float32 without it (the search keeps them)."""
     forced = forced or {}
     opsets = types.opsets
     opset = opsets.get("", 1)
@@ -188,17 +189,17 @@ def plan(model: onnx.ModelProto, types: ModelTypes, to_type: str, listing: Kerne
                                          f"{short_type(to_type)}'s largest finite value {max_finite:g}")  # fmt: skip
                     break
         choices.append(choice)
-    return _settle_moves(model, choices, scope.type_of, keep_io_types, short_type(to_type))
+    return _settle_moves(model, choices, scope.type_of, keep_io_types, short_type(to_type), kept_inputs)
 
 
 def _settle_moves(model: onnx.ModelProto, choices: list[Choice], type_of, keep_io_types: bool,
-                  short: str) -> list[Choice]:  # fmt: skip
+                  short: str, kept_inputs: frozenset[str] = frozenset()) -> list[Choice]:  # fmt: skip
     """Keep in float32 every converted node of MOVES that reads or feeds a value outside the reduced type, until
     none is left (see the module's docstring)."""
     nodes = model.graph.node
     initializers = {t.name for t in model.graph.initializer}
     reduced_io = set() if keep_io_types else {v.name for v in (*model.graph.input, *model.graph.output)
-                                              if type_of(v.name) == FLOAT} - initializers  # fmt: skip
+                                              if type_of(v.name) == FLOAT} - initializers - kept_inputs  # fmt: skip
     readers: dict[str, list[tuple[int, int]]] = {}
     for index, node in enumerate(nodes):
         for position, name in enumerate(node.input):
@@ -224,3 +225,31 @@ def _settle_moves(model: onnx.ModelProto, choices: list[Choice], type_of, keep_i
                                            f"values), the Cast to {short} beside the node that computes")  # fmt: skip
             changed = True
     return choices
+
+
+def computed_in_reduced(model: onnx.ModelProto, listing: KernelListing,
+                        reduced: frozenset[str] = frozenset({"tensor(float16)", "tensor(bfloat16)"})
+                        ) -> tuple[int, int, int]:  # fmt: skip
+    """How many main-graph nodes (Casts left out) bind a value of a reduced type, how many of those the provider
+    lists a kernel for at the types they bind, and how many could not be looked up (no onnx schema: another
+    domain, or an opset onnx does not know). A node declared float16 that the provider has no kernel for does not
+    compute in float16 there: ONNX Runtime's CPU provider loads it and computes it in float between Casts it
+    inserts itself (see `_listing`)."""
+    types = model_types(model, shapes=False)
+    scope, opsets = types.scopes[""], types.opsets
+    declared = listed = unknown = 0
+    for node in model.graph.node:
+        if node.op_type == "Cast":
+            continue
+        values = [scope.type_of(name) for name in (*node.input, *node.output) if name]
+        if not any(value in reduced for value in values):
+            continue
+        declared += 1
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        sig = signature(node.op_type, domain, opsets.get(domain, opsets.get("", 1)))
+        if sig is None:
+            unknown += 1
+            continue
+        bound, _ = _bound(node, sig, scope.type_of)
+        listed += listing.has_kernel(node.op_type, domain, sig.since_version, bound)
+    return declared, listed, unknown

@@ -73,6 +73,7 @@ class ConversionRecord:
     diff: DiffReport | None = None
     output: str | None = None
     upgraded_from: int | None = None  # the model's own opset, where Cast there does not take the reduced type
+    kept_inputs: list[tuple[str, str]] = field(default_factory=list)  # (graph input, why) float32 by the search
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +82,7 @@ class ConversionRecord:
             "opset_upgraded_from": self.upgraded_from,
             "converted": [{"node": n, "op_type": op} for n, op in self.converted],
             "kept": [k.to_dict() for k in self.kept],
+            "kept_inputs": [{"input": name, "reason": why} for name, why in self.kept_inputs],
             "initializers": [i.to_dict() for i in self.initializers], "casts": self.casts,
             "rounds": [r.to_dict() for r in self.rounds], "lint": self.lint,
             "diff": self.diff.to_dict() if self.diff else None,
@@ -100,6 +102,8 @@ class ConversionRecord:
         for kept in self.kept:
             by = f" (search, round {kept.round})" if kept.round else ""
             lines.append(f"    {printable(kept.node)} ({kept.op_type}){by}: {kept.reason}")
+        for name, why in self.kept_inputs:
+            lines.append(f"  input '{printable(name)}' keeps float32 (search): {why}")
         lines.append(f"  {self.casts} Cast(s) at the boundaries between float32 and {self.to_type}")
         for cost in self.initializers:
             lines.append(f"  initializer '{printable(cost.name)}' rounded to {self.to_type} ({cost.elements} value(s): "

@@ -5,8 +5,8 @@ per value and type, at the boundary between a converted node and a node, graph o
 (its name kept); one read in both types gets a rounded copy beside it (`_initializers`, with what rounding cost).
 Cast's `to` and the attributes that type an output (ConstantOfShape's `value`, ...) follow their node. Without
 `keep_io_types`, float32 graph inputs and outputs become the reduced type (a Cast at the boundary where the node
-beside them keeps float32; an input a subgraph reads stays float32); with it they stay float32. Every main-graph
-value is declared with its type.
+beside them keeps float32; an input a subgraph reads stays float32, as does one the search keeps: `kept_inputs`);
+with it they stay float32. Every main-graph value is declared with its type.
 
 `origins` says, for the search, which converted nodes each value of the result belongs to: a node's output, the
 Cast into or out of the reduced type beside it, or an initializer it reads.
@@ -41,9 +41,11 @@ class RetypePass(ir.passes.InPlacePass):
     """Apply `choices` (one per main-graph node, in order) with the reduced type `to_type`."""
 
     def __init__(self, choices: Sequence[Choice], to_type: str, keep_io_types: bool, types: ModelTypes,
-                 names: FreshNames, smallest_normal: float) -> None:  # fmt: skip
+                 names: FreshNames, smallest_normal: float, kept_inputs: frozenset[str] = frozenset()
+                 ) -> None:  # fmt: skip
         super().__init__()
         self.choices = list(choices)
+        self.kept_inputs = kept_inputs  # graph inputs that stay float32 without keep_io_types (the search's)
         self.reduced = ir.DataType(elem_type_of(to_type))
         self.short = short_type(to_type)
         self.keep_io_types = keep_io_types
@@ -96,7 +98,8 @@ class RetypePass(ir.passes.InPlacePass):
             return
         for value in graph.inputs:
             read_inside = any(use.node.graph is not graph for use in value.uses())  # a subgraph reads it: float32
-            if value.dtype == ir.DataType.FLOAT and not value.is_initializer() and not read_inside:
+            kept = value.name in self.kept_inputs
+            if value.dtype == ir.DataType.FLOAT and not value.is_initializer() and not read_inside and not kept:
                 self._retype(value, self.reduced)
                 self.origins[value.name] = Origin("input")
 

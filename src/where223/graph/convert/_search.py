@@ -1,7 +1,10 @@
 """The conversion's driver: plan (`_plan`), apply (`_retype`), check (lint, ONNX Runtime's type check), compare with
 the float32 model (`where223.graph.diff`), and while beyond tolerance keep in float32 the converted nodes where the
 first departure arises and try again: a bounded search (MAX_ROUNDS; each round keeps at least one more node, or it
-stops) that ends with a model within tolerance on the inputs it was given, or with ConvertError and nothing."""
+stops) that ends with a model within tolerance on the inputs it was given, or with ConvertError and nothing. Where no
+converted node is left upstream of the departure, the graph inputs rounded to the reduced type that reach it keep
+float32 (a quantizer fed the model's input); from the second half of the rounds, a departing integer (a quantizer's
+output) keeps every converted node upstream of every departing integer at once (`_culprits`)."""
 
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from where223.graph.types import model_types
 __all__ = ["convert", "MAX_ROUNDS", "TARGETS", "reduced_target"]
 
 MAX_ROUNDS = 16  # candidates the search tries at most
+_FLOATS = frozenset({"float", "float16", "bfloat16", "double"})  # a departure's candidate_type, as diff names it
 TARGETS = {"fp16": "tensor(float16)", "float16": "tensor(float16)", "bf16": "tensor(bfloat16)",
            "bfloat16": "tensor(bfloat16)"}  # fmt: skip
 
@@ -61,9 +65,10 @@ def _prepared(model: onnx.ModelProto, path: Path | None) -> onnx.ModelProto:
 
 
 def _apply(prepared: onnx.ModelProto, choices: list[Choice], to_type: str, keep_io_types: bool, types,
-           smallest_normal: float) -> tuple[onnx.ModelProto, RetypePass]:  # fmt: skip
+           smallest_normal: float, kept_inputs: frozenset[str] = frozenset()
+           ) -> tuple[onnx.ModelProto, RetypePass]:  # fmt: skip
     model = ir.serde.deserialize_model(prepared)
-    retype = RetypePass(choices, to_type, keep_io_types, types, FreshNames(prepared), smallest_normal)
+    retype = RetypePass(choices, to_type, keep_io_types, types, FreshNames(prepared), smallest_normal, kept_inputs)
     retype(model)
     return ir.serde.serialize_model(model), retype
 
@@ -110,37 +115,61 @@ def _with_boundaries(model: onnx.ModelProto, to_type: str, opset: int) -> tuple[
     return upgraded, opset
 
 
-def _upstream_converted(prepared: onnx.ModelProto, choices: list[Choice], value: str) -> set[int]:
-    """The converted nodes nearest upstream of `value` along nodes that keep float32."""
+def _upstream_converted(prepared: onnx.ModelProto, choices: list[Choice], value: str,
+                        whole: bool = False) -> tuple[set[int], set[str]]:  # fmt: skip
+    """The converted nodes nearest upstream of `value` along nodes that keep float32 (with `whole`, every converted
+    node upstream of it), and the graph inputs reached along them."""
     producer = {out: index for index, node in enumerate(prepared.graph.node) for out in node.output if out}
-    found, seen, pending = set(), set(), [value]
+    inputs = {v.name for v in prepared.graph.input}
+    found, reached, seen, pending = set(), set(), set(), [value]
     while pending:
         name = pending.pop()
         index = producer.get(name)
-        if index is None or index in seen:
+        if index is None:
+            if name in inputs:
+                reached.add(name)
+            continue
+        if index in seen:
             continue
         seen.add(index)
         if choices[index].converted:
             found.add(index)
-        else:
+        if whole or not choices[index].converted:
             pending.extend(prepared.graph.node[index].input)
-    return found
+    return found, reached
 
 
 def _culprits(report: DiffReport, origins: Mapping[str, Origin], choices: list[Choice],
-              prepared: onnx.ModelProto) -> set[int]:  # fmt: skip
+              prepared: onnx.ModelProto, escalate: bool = False) -> tuple[set[int], set[str]]:  # fmt: skip
     """The converted nodes the first departure arises at: the node computing the departing value, the readers of a
     Cast into the reduced type or of a rounded initializer, the node before a Cast out of it; for a value a float32
-    node computes, the converted nodes nearest upstream."""
+    node computes, the converted nodes nearest upstream. And the graph inputs rounded to the reduced type that reach
+    that value through float32 nodes alone (a float32 node fed a rounded input: a quantizer, a comparison).
+
+    A departing value that is not a float (a quantizer's integers, a comparison's booleans) is a step function of
+    the floats before it: any rounding upstream can move it by a whole step, and a model quantized throughout
+    departs at one quantizer after another, a round each (the search's bound ran out on one with 21). With
+    `escalate` (the second half of the search's rounds), when the first departure is one, every converted node
+    upstream of every departing value that is not a float is kept at once: more than the nearest, but bounded."""
     departure = report.departure
     if departure is None:
-        return set()
+        return set(), set()
+    if escalate and departure.candidate_type not in _FLOATS:
+        nodes, inputs = set(), set()
+        for value, _, candidate_type in report.departures or [(departure.value, "", departure.candidate_type)]:
+            if candidate_type not in _FLOATS:
+                found_nodes, found_inputs = _upstream_converted(prepared, choices, value, whole=True)
+                nodes |= found_nodes
+                inputs |= found_inputs
+        return nodes, {name for name in inputs if (found := origins.get(name)) is not None and found.kind == "input"}
     origin = origins.get(departure.candidate_value)
     if origin is not None and origin.kind == "input":
-        return set()  # the input itself, rounded to the reduced type: no node to keep
+        return set(), set()  # the input itself, rounded to the reduced type: no node to keep
     if origin is not None and origin.nodes:
-        return set(origin.nodes)
-    return _upstream_converted(prepared, choices, departure.value)
+        return set(origin.nodes), set()
+    nodes, inputs = _upstream_converted(prepared, choices, departure.value)
+    rounded = {name for name in inputs if (found := origins.get(name)) is not None and found.kind == "input"}
+    return nodes, rounded
 
 
 def convert(
@@ -175,9 +204,11 @@ def convert(
                               listing.onnxruntime_version, types.opsets.get("", 0), upgraded_from=upgraded_from)
     forced: dict[int, str] = {}
     searched: dict[int, int] = {}  # node index -> the round the search kept it in
+    kept_inputs: dict[str, str] = {}  # graph input -> why the search keeps it float32
     for round_ in range(1, MAX_ROUNDS + 1):
-        choices = plan(prepared, types, to_type, listing, forced, fmt.max_finite, keep_io_types)
-        candidate, retype = _apply(prepared, choices, to_type, keep_io_types, types, fmt.smallest_normal)
+        choices = plan(prepared, types, to_type, listing, forced, fmt.max_finite, keep_io_types, frozenset(kept_inputs))
+        candidate, retype = _apply(prepared, choices, to_type, keep_io_types, types, fmt.smallest_normal,
+                                   frozenset(kept_inputs))
         record.lint = _check(candidate, provider, timeout_s)
         report = comparator.compare(candidate, label=f"<conversion, round {round_}>")
         converted = sum(choice.converted for choice in choices)
@@ -187,20 +218,27 @@ def convert(
             record.converted = [(c.node, c.op_type) for c in choices if c.converted]
             record.kept = [KeptNode(c.node, c.op_type, c.kept, searched.get(c.index, 0)) for c in choices if c.kept]
             record.initializers, record.casts, record.diff = retype.initializers, retype.casts, report
+            record.kept_inputs = list(kept_inputs.items())
             return candidate, record
         departure = report.departure
         shown = departure.describe() if departure else "no value of the reference could be matched"
-        culprits = {i for i in _culprits(report, retype.origins, choices, prepared) if i not in forced}
+        nodes, inputs = _culprits(report, retype.origins, choices, prepared, escalate=round_ >= MAX_ROUNDS // 2)
+        culprits = {i for i in nodes if i not in forced}
         how = ", ".join(departure.comparison.how) if departure and departure.comparison.how else "precision"
+        where = f"'{printable(departure.value)}'" if departure else "a value"
         for index in culprits:
-            where = f"'{printable(departure.value)}'" if departure else "a value"
             forced[index] = (f"the conversion departs from the float32 model at {where} ({how}; more than "
                              f"{TOLERANCE_SPACINGS} spacings) when it computes in {fmt.name}")
             searched[index] = round_
-        kept = tuple(choices[i].node for i in sorted(culprits))
+        # only where no converted node is left to keep: the input's own rounding is then what departs
+        inputs = sorted(inputs - kept_inputs.keys()) if not culprits else []
+        for name in inputs:
+            kept_inputs[name] = (f"rounded to {fmt.name}, it reaches {where} through float32 nodes alone and the "
+                                 f"conversion departs there ({how}; more than {TOLERANCE_SPACINGS} spacings)")
+        kept = (*(choices[i].node for i in sorted(culprits)), *(f"input '{printable(name)}'" for name in inputs))
         record.rounds.append(SearchRound(round_, converted, False, shown, kept))
         say(record.rounds[-1].format())
-        if not culprits:
+        if not kept:
             hint = (" (an input rounded to the reduced type: --keep-io-types keeps inputs in float32)"
                     if departure and departure.kind == "input" and not keep_io_types else "")
             raise ConvertError(f"no conversion within tolerance: round {round_} departs ({shown}) and no converted "

@@ -109,6 +109,7 @@ def converter_rows(record: dict[str, Any]) -> list[list[str]]:
         ratio = s.get("median_latency_ratio")
         rows.append([name, f"{s['converted']}/{s['models']}", str(s["accepted"]), str(s["type_refused"]),
                      f"{s['within_tolerance']}/{s['compared']}", _share(s["median_share_nodes"]),
+                     _share(s.get("median_share_computed")),
                      _share(s["median_share_initializer_elements"]),
                      "-" if s["median_casts_inserted"] is None else f"{s['median_casts_inserted']:g}",
                      "-" if s["median_size_ratio"] is None else f"{s['median_size_ratio']:.2f}",
@@ -117,7 +118,7 @@ def converter_rows(record: dict[str, Any]) -> list[list[str]]:
 
 
 CONVERTER_HEADER = ["converter", "converted", "accepted", "refused: types", "within tolerance", "nodes in the type",
-                    "weights in the type", "Casts added", "size / fp32", "latency / fp32"]
+                    "nodes computed in it (CPU)", "weights in the type", "Casts added", "size / fp32", "latency / fp32"]
 
 
 def tool_rows(record: dict[str, Any]) -> list[list[str]]:
@@ -166,9 +167,12 @@ def target_lines(record: dict[str, Any]) -> list[str]:
         short = t.get("below_a_peer_share") or []
         if short:
             peers = Counter(s["converter"] for s in short)
-            text += (f"; converts a smaller share of float nodes than a peer that succeeds on the same model in "
-                     f"{len({s['model'] for s in short})} model(s) ("
+            text += (f"; computes a smaller share of float nodes in float16 than a peer that succeeds on the same "
+                     f"model in {len({s['model'] for s in short})} model(s) ("
                      + ", ".join(f"{peer} {n}" for peer, n in sorted(peers.items())) + ")")
+        if t.get("below_a_peer_declared_share"):
+            text += (f"; declares a smaller share float16 than such a peer in {t['below_a_peer_declared_share']} "
+                     "pair(s) (a declaration the CPU provider computes in float where it lists no float16 kernel)")
         lines.append(text)
     return lines
 
