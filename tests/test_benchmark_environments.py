@@ -107,3 +107,16 @@ def test_the_record_is_one_run_and_what_it_skipped_is_left_out_not_kept(bench, t
     record = records.read_json(out)
     assert "setup" not in record and record["run"]["started_at"] <= record["recorded_at"]
     assert benchmark_records.problems(record) == []
+
+
+def test_lint_against_the_checker_judges_its_ratio_and_says_what_lints_time_goes_to(bench, monkeypatch) -> None:
+    models = bench.conformance_models()[:4]
+    found = bench.lint_against_checker(models, repeats=1)
+    assert found["models"] == 4 and found["ratio_lint_to_checker"] > 0
+    assert found["errors"] == {"lint": {}, "checker": {}}
+    assert found["met"] == (found["ratio_lint_to_checker"] <= bench.LINT_TARGET_RATIO)
+    assert set(found["lint_phases_s"]) == {"open (read, parse, guards)", "types (onnx's inference, then ours)",
+                                           "check"}
+    assert found["run"]["started_at"] <= found["recorded_at"]
+    monkeypatch.setattr(bench, "LINT_TARGET_RATIO", 0.0)  # the control: a target no lint meets
+    assert bench.lint_against_checker(models, repeats=1)["met"] is False
