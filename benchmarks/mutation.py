@@ -236,9 +236,13 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "limit (a file grown since its size was checked) is refused by the budget the same",
         "ReplaceContinueWithBreak @288 #3": "revision_files' `if not line: continue` as break: git ls-tree -z ends "
         "every entry with a NUL, so the one empty item is the last",
-        "NumberReplacer @250 #44": "folder_files' placeholder entry for a folder just opened (`depth + 2`): the next "
-        "line replaces it with its depth + 1 before anything reads its depth; the placeholder is there only so that "
-        "the finally block closes the folder if listing it fails",
+        **dict.fromkeys(("NumberReplacer @250 #44", "NumberReplacer @250 #45", "ReplaceBinaryOperator_Add_Sub @250 #5"),
+                        "folder_files' placeholder entry for a folder just opened (its depth + 2, + 0 or - 1): the "
+                        "next line replaces it with its depth + 1 before anything reads its depth; the placeholder "
+                        "is there only so that the finally block closes the folder if listing it fails"),
+        "ReplaceComparisonOperator_Lt_LtE @383 #0": "_tolerance's `key < len(holder)` as <=: the keys are the path "
+        "of a leaf `_leaves` found in this very record (lists of unequal length are one difference, not walked), so "
+        "every index is below its list's length and the bound, defensive, never decides",
         "ReplaceTrueWithFalse @355 #3": "_leaves' zip(..., strict=False) over two lists it has just found of one "
         "length: strict never raises",
         "ReplaceBinaryOperator_BitOr_BitAnd @177 #4": _SECOND_LAYER,

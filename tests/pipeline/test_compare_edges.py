@@ -261,3 +261,18 @@ def test_the_files_git_would_commit_are_this_work_tree_s_even_where_its_config_n
     subprocess.run(["git", "-C", str(root), "config", "core.worktree", str(elsewhere)], check=True)
     monkeypatch.setattr(compare, "ROOT", root)
     assert sorted(compare.folder_files(root / "outputs")) == ["a.json", "b.json"]
+
+
+Timed = TypedDict("Timed", {"seconds": Annotated[float, roles.TIMING]})  # noqa: UP013
+AlsoTimed = TypedDict("AlsoTimed", {"seconds": Annotated[float, roles.TIMING]})  # noqa: UP013
+
+
+def test_a_record_two_types_claim_is_compared_without_a_type_every_leaf_deciding(monkeypatch):
+    from where223.pipeline import schema
+
+    reference, rerun = {"r.json": b'{"seconds": 1.0}'}, {"r.json": b'{"seconds": 2.0}'}
+    monkeypatch.setattr(schema, "record_types", lambda: {"r.json": Timed})  # the control: one type, a timing
+    assert compare.compare_files(reference, rerun, "a", "b").reproduced
+    monkeypatch.setattr(schema, "record_types", lambda: {"r.json": Timed, "*.json": AlsoTimed})
+    comparison = compare.compare_files(reference, rerun, "a", "b")
+    assert not comparison.reproduced and [d.path for d in comparison.of("differs")] == ["seconds"]
