@@ -21,6 +21,7 @@ from where223.graph.convert import (
     NoListingError,
     _listing,
     _search,
+    computed_in_reduced,
     convert,
     kernel_listing,
 )
@@ -245,3 +246,23 @@ def test_bf16_at_an_opset_whose_cast_refuses_it_upgrades_the_opset_first(monkeyp
                                            r"13\), and onnx's version converter cannot bring the model there "
                                            r"\(ZeroDivisionError"):
         convert(relu(12), "bf16", timeout_s=None, listing=CPU)
+
+
+def test_computed_in_reduced_counts_declared_nodes_with_a_kernel_listed():
+    """A float16 Max (the stated CPU listing has one) computes in float16, a float16 MatMul (none listed) does not,
+    a float16 node of a domain onnx has no schema for cannot be looked up, and a float32 node is not counted."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Max", ["x", "x"], ["m"], name="Max_1"),
+             helper.make_node("MatMul", ["m", "W"], ["p"], name="MatMul_2"),
+             helper.make_node("Thing", ["p"], ["g"], name="Thing_3", domain="my.domain"),
+             helper.make_node("Cast", ["g"], ["c"], name="Cast_4", to=TensorProto.FLOAT),
+             helper.make_node("Relu", ["c"], ["y"], name="Relu_5")]  # fmt: skip
+    graph = helper.make_graph(nodes, "computed", [value("x", TensorProto.FLOAT16, [2, 2])],
+                              [value("y", TensorProto.FLOAT, [2, 2])],
+                              [numpy_helper.from_array(np.eye(2, dtype=np.float16), "W")],
+                              value_info=[value("g", TensorProto.FLOAT16, [2, 2])])  # fmt: skip
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("my.domain", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
+    assert computed_in_reduced(model, CPU) == (3, 1, 1)
+    listed_matmul = _stated({"Max": {"T": {F32, F16}}, "MatMul": {"T": {F32, F16}}})  # the control
+    assert computed_in_reduced(model, listed_matmul) == (3, 2, 1)
