@@ -109,8 +109,13 @@ def _read_regular_file(path: Path) -> bytes:
         found = os.fstat(descriptor)
         if not stat.S_ISREG(found.st_mode):
             raise UnreadableModelError(f"{path}: not a file")
-        parts = []  # read until the end: at once for a file as large as it was said to be, on for one that grew
-        while part := os.read(descriptor, found.st_size + 1 if not parts else 2**20):
+        # read until the end: at once for a file as large as it was said to be (a short read of a regular file is
+        # its end), on for one that grew
+        first = os.read(descriptor, found.st_size + 1)
+        if len(first) <= found.st_size:
+            return first
+        parts = [first]
+        while part := os.read(descriptor, 2**20):
             parts.append(part)
         return b"".join(parts)
     except OSError as exc:

@@ -5,7 +5,9 @@ the node's), initializers (their headers only), Constant nodes, graph outputs, d
 `onnx.shape_inference` (non-strict), then, for values inference left untyped, the node's own inference
 function run alone and finally the schema's type-parameter binding (a parameter bound by an input fixes the
 outputs bound to the same parameter). What a graph declares (its outputs, its value_info) is also kept apart
-(`Scope.declared`): lint checks each declaration against what the value's node computes.
+(`Scope.declared`): lint checks each declaration against what the value's node computes. A main graph without
+subgraphs whose own sources type every node output does not ask onnx's inference at all: what they typed takes
+precedence, so it could add nothing (onnx's conformance models are mostly one node whose output is declared).
 
 Types without shapes. `lint` asks for types only (`shapes=False`): onnx's inference then sees every initializer
 as a graph input of its element type and the graph's inputs without their shapes, so that it infers element
@@ -20,6 +22,8 @@ from __future__ import annotations
 from collections import ChainMap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 
 import onnx
@@ -187,9 +191,14 @@ class _Builder:
                 declared[name] = text
                 if name not in own_types:
                     own_types[name], own_protos[name], own_sources[name] = text, proto, source
-        # put(name, proto, "inferred") for every value inference typed, in bulk: one store per value and map
+        # put(name, proto, "inferred") for every value inference typed, in bulk: one store per value and map. A main
+        # graph without subgraphs whose every node output its own sources typed asks no inference: what it typed
+        # takes precedence, so inference could add nothing (a one-node model's output, declared, is the common case)
         texts = self.type_texts
-        fresh = {name: raw for name, raw in self.inferred.types(path).items() if name and name not in own_types}
+        declared_all = outer is None and not any(map(itemgetter(4), read.nodes)) and all(
+            map(own_types.__contains__, filter(None, chain.from_iterable(map(itemgetter(3), read.nodes)))))
+        inferred = {} if declared_all else self.inferred.types(path)
+        fresh = {name: raw for name, raw in inferred.items() if name and name not in own_types}
         typed = {name: text for name, raw in fresh.items() if (text := texts[raw]) is not None}
         own_types.update(typed)
         own_protos.update(fresh if len(typed) == len(fresh) else {name: fresh[name] for name in typed})
