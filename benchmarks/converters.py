@@ -571,7 +571,9 @@ def model_stats(reference_path: Path, candidate_path: Path) -> dict[str, Any]:
         types = {v.name: v.type.tensor_type.elem_type for v in (*candidate.graph.value_info, *candidate.graph.input,
                                                                  *candidate.graph.output)}
         typing_error = f"{type(error).__name__}: {error}"[:MESSAGE_CHARS]
-    float_nodes = reduced_nodes = 0
+    from where223.graph.convert import NO_ARITHMETIC
+
+    float_nodes = reduced_nodes = arithmetic_nodes = 0
     for node in candidate.graph.node:
         if node.op_type == "Cast":
             continue
@@ -580,6 +582,7 @@ def model_stats(reference_path: Path, candidate_path: Path) -> dict[str, Any]:
         if floats:
             float_nodes += 1
             reduced_nodes += any(t in REDUCED_TYPES for t in floats)
+            arithmetic_nodes += node.op_type not in NO_ARITHMETIC
     elements = reduced_elements = tensors = reduced_tensors = 0
     for tensor in candidate.graph.initializer:
         if tensor.data_type in FLOAT_TYPES:
@@ -595,11 +598,13 @@ def model_stats(reference_path: Path, candidate_path: Path) -> dict[str, Any]:
     def casts(model: onnx.ModelProto) -> int:
         return sum(1 for node in model.graph.node if node.op_type == "Cast")
 
-    computed = unknown = None
+    computed = unknown = arithmetic = None
     try:  # the nodes declared in a reduced type that the CPU provider lists a kernel for (they compute in it)
         from where223.graph.convert import computed_in_reduced, kernel_listing
 
-        _, computed, unknown = computed_in_reduced(candidate, kernel_listing(timeout_s=None))
+        listing = kernel_listing(timeout_s=None)
+        _, computed, unknown = computed_in_reduced(candidate, listing)
+        _, arithmetic, _ = computed_in_reduced(candidate, listing, arithmetic=True)
     except Exception as error:  # a model lint cannot type, or no listing here: not measured, said
         typing_error = typing_error or f"computed share: {type(error).__name__}: {error}"[:MESSAGE_CHARS]
 
@@ -609,6 +614,9 @@ def model_stats(reference_path: Path, candidate_path: Path) -> dict[str, Any]:
         "share_nodes": round(reduced_nodes / float_nodes, 4) if float_nodes else None,
         "computed_nodes": computed, "computed_unknown": unknown,
         "share_computed": round(computed / float_nodes, 4) if float_nodes and computed is not None else None,
+        "arithmetic_nodes": arithmetic_nodes, "arithmetic_computed": arithmetic,
+        "share_arithmetic_computed": (round(arithmetic / arithmetic_nodes, 4)
+                                      if arithmetic_nodes and arithmetic is not None else None),
         "float_initializers": tensors, "reduced_initializers": reduced_tensors,
         "share_initializer_elements": round(reduced_elements / elements, 4) if elements else None,
         "casts_inserted": casts(candidate) - casts(reference), "bytes": size,
@@ -860,6 +868,8 @@ def converter_summary(rows: Sequence[dict[str, Any]], converter: str) -> dict[st
         "not_compared": len(accepted) - len(compared),
         "median_share_nodes": median(r["stats"]["share_nodes"] for r in converted if r.get("stats")),
         "median_share_computed": median(r["stats"].get("share_computed") for r in converted if r.get("stats")),
+        "median_share_arithmetic_computed": median(r["stats"].get("share_arithmetic_computed") for r in converted
+                                                   if r.get("stats")),
         "median_share_initializer_elements": median(r["stats"]["share_initializer_elements"] for r in converted
                                                     if r.get("stats")),
         "median_casts_inserted": median(r["stats"]["casts_inserted"] for r in converted if r.get("stats")),
@@ -895,17 +905,18 @@ def targets(rows: Sequence[dict[str, Any]], tools: dict[str, Any]) -> dict[str, 
             for row in ok:
                 for peer in (r for r in rows if r["model"] == row["model"] and r["converter"] in PEER_CONVERTERS
                              and succeeded(r)):
-                    ours, theirs = row["stats"].get("share_computed"), peer["stats"].get("share_computed")
+                    ours = row["stats"].get("share_arithmetic_computed")
+                    theirs = peer["stats"].get("share_arithmetic_computed")
                     if ours is None or theirs is None or ours < theirs:
                         short.append({"model": row["model"], "converter": peer["converter"], "ours": ours,
                                       "theirs": theirs})
                     declared = row["stats"]["share_nodes"], peer["stats"]["share_nodes"]
                     declared_short += None not in declared and declared[0] < declared[1]
             entry.update(target="accepted and within tolerance on 100% of the models, computing in float16 at least "
-                                "the share of float nodes each other converter's model computes in it where that "
-                                "converter succeeds (a node declared float16 computes in it where ONNX Runtime's CPU "
-                                "provider lists a float16 kernel for it; without one it computes in float between "
-                                "Casts ONNX Runtime inserts)",
+                                "the share of float arithmetic nodes each other converter's model computes in it where "
+                                "that converter succeeds (a node declared float16 computes in it where ONNX Runtime's "
+                                "CPU provider lists a float16 kernel for it, else in float between Casts ONNX Runtime "
+                                "inserts; arithmetic: not a node that only moves data, nor control flow)",
                          below_a_peer_share=short, below_a_peer_declared_share=declared_short,
                          met=bool(mine) and len(ok) == len(mine) and not short)
         else:

@@ -120,9 +120,11 @@ def test_a_conversions_stats_feeds_and_latency(bench, tmp_path, monkeypatch):
     stats = bench.model_stats(reference, candidate)
     assert (stats["float_nodes"], stats["reduced_nodes"], stats["share_nodes"]) == (1, 1, 1.0)
     assert (stats["computed_nodes"], stats["share_computed"], stats["computed_unknown"]) == (1, 1.0, 0)
+    assert (stats["arithmetic_nodes"], stats["arithmetic_computed"], stats["share_arithmetic_computed"]) == (1, 1, 1.0)
     stated["Mul"]["T"] = {f32}  # the control: declared float16, no float16 kernel listed, computed in float
     stats = bench.model_stats(reference, candidate)
     assert (stats["share_nodes"], stats["computed_nodes"], stats["share_computed"]) == (1.0, 0, 0.0)
+    assert stats["share_arithmetic_computed"] == 0.0
     assert stats["share_initializer_elements"] == 1.0 and stats["casts_inserted"] == 1
     control = bench.model_stats(reference, reference)
     assert control["share_nodes"] == 0.0 and control["casts_inserted"] == 0 and control["size_ratio"] == 1.0
@@ -138,7 +140,8 @@ def _row(bench, model, converter, verdict="accepted", within=True, lint=(), shar
             "ort_node": "n", "ort_message": f"ONNX Runtime: {verdict}",
             "diff": {"within": within, "worst_spacings": 3.0 if within else 900.0, "departure": None}
             if verdict == "accepted" else None,
-            "stats": {"share_nodes": share, "share_computed": share, "share_initializer_elements": share,
+            "stats": {"share_nodes": share, "share_computed": share, "share_arithmetic_computed": share,
+                      "share_initializer_elements": share,
                       "casts_inserted": 2,
                       "size_ratio": 0.5}, "reference_latency_ms": 2.0, "latency": {"median_ms": 3.0},
             "tools": {"lint": {"kinds": list(lint), "nodes": ["n"] if lint else [], "kernel_nodes": [], "error": None,
@@ -165,7 +168,7 @@ def test_targets_met_and_each_failure_named(bench):
     rows[0]["tools"]["lint"]["kinds"] = []  # lint misses the refusal
     rows[0]["repair"] = {"verdict": "type_error", "error": None, "ort_message": "still refused"}
     rows[1]["tools"]["lint"]["kinds"] = ["model"]  # a false alarm
-    rows[2]["stats"]["share_computed"] = 0.1  # computes less in float16 than a peer that succeeds
+    rows[2]["stats"]["share_arithmetic_computed"] = 0.1  # computes less arithmetic in float16 than a peer
     rows[3].update(verdict="accepted", diff={"within": False, "worst_spacings": 900.0, "departure": "at 'm'"})
     missed = bench.targets(rows, _peer_tools(bench, rows))
     assert not any(target["met"] for target in missed.values())

@@ -249,20 +249,24 @@ def test_bf16_at_an_opset_whose_cast_refuses_it_upgrades_the_opset_first(monkeyp
 
 
 def test_computed_in_reduced_counts_declared_nodes_with_a_kernel_listed():
-    """A float16 Max (the stated CPU listing has one) computes in float16, a float16 MatMul (none listed) does not,
+    """A float16 Max (the stated CPU listing has one) computes in float16, a float16 MatMul (none listed) does not, a
+    float16 Reshape computes no arithmetic (counted only without `arithmetic`),
     a float16 node of a domain onnx has no schema for cannot be looked up, and a float32 node is not counted."""
     value = helper.make_tensor_value_info
     nodes = [helper.make_node("Max", ["x", "x"], ["m"], name="Max_1"),
-             helper.make_node("MatMul", ["m", "W"], ["p"], name="MatMul_2"),
+             helper.make_node("Reshape", ["m", "shape"], ["r"], name="Reshape_2"),
+             helper.make_node("MatMul", ["r", "W"], ["p"], name="MatMul_2"),
              helper.make_node("Thing", ["p"], ["g"], name="Thing_3", domain="my.domain"),
              helper.make_node("Cast", ["g"], ["c"], name="Cast_4", to=TensorProto.FLOAT),
              helper.make_node("Relu", ["c"], ["y"], name="Relu_5")]  # fmt: skip
     graph = helper.make_graph(nodes, "computed", [value("x", TensorProto.FLOAT16, [2, 2])],
                               [value("y", TensorProto.FLOAT, [2, 2])],
-                              [numpy_helper.from_array(np.eye(2, dtype=np.float16), "W")],
+                              [numpy_helper.from_array(np.eye(2, dtype=np.float16), "W"),
+                               _init("shape", [2, 2], np.int64)],
                               value_info=[value("g", TensorProto.FLOAT16, [2, 2])])  # fmt: skip
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("my.domain", 1)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
-    assert computed_in_reduced(model, CPU) == (3, 1, 1)
+    assert computed_in_reduced(model, CPU) == (4, 2, 1)
+    assert computed_in_reduced(model, CPU, arithmetic=True) == (3, 1, 1)
     listed_matmul = _stated({"Max": {"T": {F32, F16}}, "MatMul": {"T": {F32, F16}}})  # the control
-    assert computed_in_reduced(model, listed_matmul) == (3, 2, 1)
+    assert computed_in_reduced(model, listed_matmul, arithmetic=True) == (3, 2, 1)

@@ -40,6 +40,8 @@ _SUBMODULE_OF: dict[str, str] = {
     "plan": "_plan",
     "Choice": "_plan",
     "computed_in_reduced": "_plan",
+    "MOVES": "_plan",
+    "NO_ARITHMETIC": "_plan",
     "RetypePass": "_retype",
 }
 

@@ -38,7 +38,7 @@ from where223.graph.repair._edit import TYPING_ATTRIBUTES
 from where223.graph.schema import Signature, formal_pairs, signature
 from where223.graph.types import ModelTypes, model_types
 
-__all__ = ["Choice", "plan", "computed_in_reduced", "OUTPUT_TYPING", "FLOAT"]
+__all__ = ["Choice", "plan", "computed_in_reduced", "OUTPUT_TYPING", "FLOAT", "MOVES", "NO_ARITHMETIC"]
 
 FLOAT = "tensor(float)"
 # ops whose outputs take their type from an attribute, which the conversion retypes with them
@@ -48,6 +48,8 @@ _MAX_SWITCHABLE = 6  # type parameters tried in every combination (no operator h
 MOVES = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Gather",
                    "GatherElements", "GatherND", "Slice", "Split", "Concat", "Tile", "DepthToSpace", "SpaceToDepth",
                    "Shape", "Size", "Compress", "ReverseSequence"})  # fmt: skip
+# operators that compute nothing themselves: MOVES, control flow (their bodies' nodes compute) and Constant
+NO_ARITHMETIC = MOVES | {"If", "Loop", "Scan", "Constant"}
 
 
 @dataclass(frozen=True)
@@ -228,18 +230,18 @@ def _settle_moves(model: onnx.ModelProto, choices: list[Choice], type_of, keep_i
 
 
 def computed_in_reduced(model: onnx.ModelProto, listing: KernelListing,
-                        reduced: frozenset[str] = frozenset({"tensor(float16)", "tensor(bfloat16)"})
-                        ) -> tuple[int, int, int]:  # fmt: skip
-    """How many main-graph nodes (Casts left out) bind a value of a reduced type, how many of those the provider
-    lists a kernel for at the types they bind, and how many could not be looked up (no onnx schema: another
-    domain, or an opset onnx does not know). A node declared float16 that the provider has no kernel for does not
-    compute in float16 there: ONNX Runtime's CPU provider loads it and computes it in float between Casts it
-    inserts itself (see `_listing`)."""
+                        reduced: frozenset[str] = frozenset({"tensor(float16)", "tensor(bfloat16)"}),
+                        arithmetic: bool = False) -> tuple[int, int, int]:  # fmt: skip
+    """How many main-graph nodes (Casts left out; with `arithmetic`, the nodes that move data and control flow too:
+    `NO_ARITHMETIC`) bind a value of a reduced type, how many of those the provider lists a kernel for at the types
+    they bind, and how many could not be looked up (no onnx schema: another domain, or an opset onnx does not
+    know). A node declared float16 that the provider has no kernel for does not compute in float16 there: ONNX
+    Runtime's CPU provider loads it and computes it in float between Casts it inserts itself (see `_listing`)."""
     types = model_types(model, shapes=False)
     scope, opsets = types.scopes[""], types.opsets
     declared = listed = unknown = 0
     for node in model.graph.node:
-        if node.op_type == "Cast":
+        if node.op_type == "Cast" or (arithmetic and node.op_type in NO_ARITHMETIC):
             continue
         values = [scope.type_of(name) for name in (*node.input, *node.output) if name]
         if not any(value in reduced for value in values):
