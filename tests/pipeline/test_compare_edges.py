@@ -276,3 +276,30 @@ def test_a_record_two_types_claim_is_compared_without_a_type_every_leaf_deciding
     monkeypatch.setattr(schema, "record_types", lambda: {"r.json": Timed, "*.json": AlsoTimed})
     comparison = compare.compare_files(reference, rerun, "a", "b")
     assert not comparison.reproduced and [d.path for d in comparison.of("differs")] == ["seconds"]
+
+
+def test_a_file_of_exactly_the_byte_limit_is_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(compare, "FILE_BYTES_LIMIT", 10)
+    (tmp_path / "a.json").write_bytes(b"[1,2,3,45]")  # 10 bytes
+    assert compare.folder_files(tmp_path, root=tmp_path) == {"a.json": b"[1,2,3,45]"}
+    (tmp_path / "a.json").write_bytes(b"[1,2,3,456]")  # the control: 11 bytes, refused
+    with pytest.raises(CompareError, match="FILE_BYTES_LIMIT"):
+        compare.folder_files(tmp_path, root=tmp_path)
+
+
+def test_a_folder_whose_listing_fails_meanwhile_is_left_out(tmp_path, monkeypatch):
+    (tmp_path / "a.json").write_text("1")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_text("2")
+    assert set(compare.folder_files(tmp_path, root=tmp_path)) == {"a.json", "sub/b.json"}  # the control
+    listed = os.scandir
+    calls = []
+
+    def failing_after_the_first(folder):
+        calls.append(folder)
+        if len(calls) > 1:
+            raise PermissionError(13, "Permission denied")
+        return listed(folder)
+
+    monkeypatch.setattr(os, "scandir", failing_after_the_first)
+    assert compare.folder_files(tmp_path, root=tmp_path) == {"a.json": b"1"}
