@@ -303,3 +303,32 @@ def test_a_folder_whose_listing_fails_meanwhile_is_left_out(tmp_path, monkeypatc
 
     monkeypatch.setattr(os, "scandir", failing_after_the_first)
     assert compare.folder_files(tmp_path, root=tmp_path) == {"a.json": b"1"}
+
+
+def test_a_subfolder_that_cannot_be_opened_meanwhile_is_left_out_and_the_rest_read(tmp_path, monkeypatch):
+    (tmp_path / "a_sub").mkdir()
+    (tmp_path / "a_sub" / "x.json").write_text("1")
+    (tmp_path / "b.json").write_text("2")  # listed after the folder
+    assert set(compare.folder_files(tmp_path, root=tmp_path)) == {"a_sub/x.json", "b.json"}  # the control
+    opened = os.open
+
+    def refusing_the_folder(name, flags, *args, **kwargs):
+        if name == b"a_sub":
+            raise FileNotFoundError(2, "No such file or directory")
+        return opened(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing_the_folder)
+    assert compare.folder_files(tmp_path, root=tmp_path) == {"b.json": b"2"}
+
+
+Inside = TypedDict("Inside", {"m": Annotated[dict, roles.Measured(tolerance_key="tol")]})  # noqa: UP013
+
+
+def test_a_tolerance_key_is_read_where_it_encloses_the_declared_place_not_inside_it():
+    """The tolerance of `m`'s leaves is read in the mappings enclosing `m`: one inside `m` itself is one of its
+    leaves, no tolerance (the control: the same number one level up is)."""
+    inside = {"m": {"x": 1.0, "tol": 100}}
+    judged = compare.judge("r.json", ["m", "x"], 1.0, 2.0, Inside, inside)
+    assert (judged.kind, judged.note) == ("differs", "measured, but no numeric tolerance found")
+    assert compare.judge("r.json", ["m", "x"], 1.0, 2.0, Inside, {"tol": 100, "m": {"x": 1.0}}).kind == (
+        "within tolerance")
