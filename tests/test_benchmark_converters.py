@@ -175,6 +175,12 @@ def test_targets_met_and_each_failure_named(bench):
     assert missed["where223 convert fp16"]["below_a_peer_share"] == [
         {"model": "m", "converter": "ort float16", "ours": 0.1, "theirs": 0.9}]
     assert missed["where223 convert fp16"]["below_a_peer_declared_share"] == 1
+    for row in rows[1:3]:  # no float arithmetic node in either main graph: the pair is not judged, not short
+        row["stats"].update(share_arithmetic_computed=None, arithmetic_nodes=0)
+    unjudged = bench.targets(rows, _peer_tools(bench, rows))["where223 convert fp16"]
+    assert unjudged["below_a_peer_share"] == [] and len(unjudged["share_not_judged"]["pairs"]) == 1
+    rows[1]["stats"]["arithmetic_nodes"] = 3  # the control: the peer's has some, ours cannot be counted: short
+    assert len(bench.targets(rows, _peer_tools(bench, rows))["where223 convert fp16"]["below_a_peer_share"]) == 1
     named = {(f["tool"], f["what"]) for f in bench.failures(rows)}
     assert named == {("lint", "misses a refusal"), ("lint", "false alarm"), ("repair", "leaves the model refused"),
                      ("convert", "beyond tolerance")}

@@ -170,6 +170,10 @@ def target_lines(record: dict[str, Any]) -> list[str]:
             text += (f"; computes a smaller share of float nodes in float16 than a peer that succeeds on the same "
                      f"model in {len({s['model'] for s in short})} model(s) ("
                      + ", ".join(f"{peer} {n}" for peer, n in sorted(peers.items())) + ")")
+        unjudged = (t.get("share_not_judged") or {}).get("pairs") or []
+        if unjudged:
+            text += (f"; the share not judged on {len(unjudged)} pair(s) of {len({u['model'] for u in unjudged})} "
+                     f"model(s): {t['share_not_judged']['why']}")
         if t.get("below_a_peer_declared_share"):
             text += (f"; declares a smaller share float16 than such a peer in {t['below_a_peer_declared_share']} "
                      "pair(s) (a declaration the CPU provider computes in float where it lists no float16 kernel)")
