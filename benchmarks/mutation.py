@@ -245,6 +245,9 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "every index is below its list's length and the bound, defensive, never decides",
         "ReplaceTrueWithFalse @355 #3": "_leaves' zip(..., strict=False) over two lists it has just found of one "
         "length: strict never raises",
+        "ReplaceBinaryOperator_BitOr_BitAnd @177 #1": "O_DIRECTORY dropped from the folder open (O_RDONLY & "
+        "O_DIRECTORY is 0): a file swapped in for a listed folder then opens, and listing it fails "
+        "(NotADirectoryError), so it is left out as the refused open leaves it out; only that race shows it",
         "ReplaceBinaryOperator_BitOr_BitAnd @177 #4": _SECOND_LAYER,
         "ReplaceBinaryOperator_BitOr_BitAnd @178 #7": _SECOND_LAYER,
         "ReplaceFalseWithTrue @185 #0": "a link to a folder listed as a folder: opening it with O_NOFOLLOW fails "

@@ -332,3 +332,12 @@ def test_a_tolerance_key_is_read_where_it_encloses_the_declared_place_not_inside
     assert (judged.kind, judged.note) == ("differs", "measured, but no numeric tolerance found")
     assert compare.judge("r.json", ["m", "x"], 1.0, 2.0, Inside, {"tol": 100, "m": {"x": 1.0}}).kind == (
         "within tolerance")
+
+
+def test_a_missing_record_does_not_stop_the_comparison_of_the_next():
+    reference = {"a.json": b'{"x": 1}', "b.json": b'{"x": 1}'}
+    found = compare.compare_files(reference, {"b.json": b'{"x": 2}'}, "a", "b")
+    assert [(d.record, d.note) for d in found.of("differs")] == [("a.json", "missing from the rerun"),
+                                                                  ("b.json", "")]
+    alone = compare.compare_files({"b.json": b'{"x": 1}'}, {"b.json": b'{"x": 2}'}, "a", "b")  # the control
+    assert [d.record for d in alone.of("differs")] == ["b.json"]
