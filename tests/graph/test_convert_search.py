@@ -1,7 +1,7 @@
 """`convert`'s search on models quantized inside (a quantizer's integers are a step function of the floats before
 it): a graph input rounded to float16 that moves a quantizer keeps float32 when no converted node is left to keep;
 from the second half of the rounds a departing integer keeps every converted node upstream of every departing integer
-at once, so that a model quantized throughout ends within the bound (ddddocr's captcha reader, 21 quantizers, did
+at once, so that a model quantized throughout ends within the bound (ddddocr's captcha reader, 22 quantizers, did
 not). Each with its control: the search without the rule fails."""
 
 from __future__ import annotations

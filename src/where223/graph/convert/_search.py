@@ -148,7 +148,7 @@ def _culprits(report: DiffReport, origins: Mapping[str, Origin], choices: list[C
 
     A departing value that is not a float (a quantizer's integers, a comparison's booleans) is a step function of
     the floats before it: any rounding upstream can move it by a whole step, and a model quantized throughout
-    departs at one quantizer after another, a round each (the search's bound ran out on one with 21). With
+    departs at one quantizer after another, a round each (the search's bound ran out on one with 22). With
     `escalate` (the second half of the search's rounds), when the first departure is one, every converted node
     upstream of every departing value that is not a float is kept at once: more than the nearest, but bounded."""
     departure = report.departure
