@@ -109,7 +109,7 @@ def converter_rows(record: dict[str, Any]) -> list[list[str]]:
         ratio = s.get("median_latency_ratio")
         rows.append([name, f"{s['converted']}/{s['models']}", str(s["accepted"]), str(s["type_refused"]),
                      f"{s['within_tolerance']}/{s['compared']}", _share(s["median_share_nodes"]),
-                     _share(s.get("median_share_computed")),
+                     _share(s.get("median_share_arithmetic_computed")),
                      _share(s["median_share_initializer_elements"]),
                      "-" if s["median_casts_inserted"] is None else f"{s['median_casts_inserted']:g}",
                      "-" if s["median_size_ratio"] is None else f"{s['median_size_ratio']:.2f}",
@@ -118,7 +118,8 @@ def converter_rows(record: dict[str, Any]) -> list[list[str]]:
 
 
 CONVERTER_HEADER = ["converter", "converted", "accepted", "refused: types", "within tolerance", "nodes in the type",
-                    "nodes computed in it (CPU)", "weights in the type", "Casts added", "size / fp32", "latency / fp32"]
+                    "arithmetic computed in it (CPU)", "weights in the type", "Casts added", "size / fp32",
+                    "latency / fp32"]
 
 
 def tool_rows(record: dict[str, Any]) -> list[list[str]]:

@@ -37,7 +37,8 @@ def section(report: Report) -> None:
         *markdown.table(analysis.CONVERTER_HEADER, analysis.converter_rows(record)),
         "",
         "Shares are medians over the converted models. \"Nodes in the type\" counts what a converter declares; "
-        "\"computed in it\" counts the nodes declared so for which ONNX Runtime's CPU provider lists a kernel at "
+        "\"arithmetic computed in it\" counts, of the float nodes that compute (nodes that only move data, control "
+        "flow and Constants left out), those declared so for which ONNX Runtime's CPU provider lists a kernel at "
         "those types: a float16 node without one is loaded all the same and computed in float between Casts ONNX "
         "Runtime inserts itself. Latency is ONNX Runtime's CPU provider with one thread, against the float32 model "
         "on the same inputs.",
