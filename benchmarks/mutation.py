@@ -240,6 +240,18 @@ EQUIVALENT: dict[str, dict[str, str]] = {
                         "folder_files' placeholder entry for a folder just opened (its depth + 2, + 0 or - 1): the "
                         "next line replaces it with its depth + 1 before anything reads its depth; the placeholder "
                         "is there only so that the finally block closes the folder if listing it fails"),
+        "DropCondition @347 #18": "_leaves' fast path without its type test (`reference == rerun` alone): it then "
+        "also returns early for equal values of different types (1 and 1.0, True and 1), which the leaf test below "
+        "finds equal too and yields nothing for either way",
+        **dict.fromkeys(("DropCondition @357 #26", "DropCondition @357 #28", "DropCondition @357 #29"),
+                        "_leaves' `not (numbers and equal)` clause, or a part of it, dropped: `reference != rerun` "
+                        "before it already leaves out numbers equal across int and float (1 != 1.0 is False), so "
+                        "whenever it is reached the clause is true"),
+        "DropCondition @383 #39": "_tolerance's `isinstance(holder, list)` dropped before an int key: a key is an "
+        "int only as a list index (`_leaves` gives a mapping's keys as str), so the holder is a list whenever it is "
+        "asked",
+        "DropCondition @383 #41": "_tolerance's `key < len(holder)` dropped: the keys are the path of a leaf "
+        "`_leaves` found in this very record, so every index is below its list's length",
         "ReplaceComparisonOperator_Lt_LtE @383 #0": "_tolerance's `key < len(holder)` as <=: the keys are the path "
         "of a leaf `_leaves` found in this very record (lists of unequal length are one difference, not walked), so "
         "every index is below its list's length and the bound, defensive, never decides",

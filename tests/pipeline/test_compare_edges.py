@@ -341,3 +341,112 @@ def test_a_missing_record_does_not_stop_the_comparison_of_the_next():
                                                                   ("b.json", "")]
     alone = compare.compare_files({"b.json": b'{"x": 1}'}, {"b.json": b'{"x": 2}'}, "a", "b")  # the control
     assert [d.record for d in alone.of("differs")] == ["b.json"]
+
+
+def _differences(count: int) -> compare.Comparison:
+    found = compare.Comparison("a", "b", 1)
+    found.differences = [compare.Difference("r.json", f"x{k}", "differs", "1", "2") for k in range(count)]
+    return found
+
+
+def test_a_table_of_exactly_its_limit_says_no_more():
+    assert "more" not in compare.table(_differences(2), limit=2)
+    assert "… 1 more" in compare.table(_differences(3), limit=2)  # the control: one past it
+
+
+Deep = TypedDict("Deep", {"m": Annotated[dict, roles.Measured(tolerance_key="tol")]})  # noqa: UP013
+Middle = TypedDict("Middle", {"b": Deep})  # noqa: UP013
+Outer = TypedDict("Outer", {"tol": object, "a": Middle})  # noqa: UP013
+
+
+def test_a_mapping_without_the_tolerance_key_between_does_not_hide_the_one_above():
+    record = {"tol": 100, "a": {"b": {"m": {"x": 1.0}}}}
+    assert compare.judge("r.json", ["a", "b", "m", "x"], 1.0, 2.0, Outer, record).kind == "within tolerance"
+    record["tol"] = 0.5  # the control: the same tolerance, too small
+    assert compare.judge("r.json", ["a", "b", "m", "x"], 1.0, 2.0, Outer, record).kind == "differs"
+
+
+def test_a_file_that_grew_past_the_limit_after_its_size_was_read_is_refused(tmp_path, monkeypatch):
+    import stat as stat_module
+
+    monkeypatch.setattr(compare, "FILE_BYTES_LIMIT", 10)
+    (tmp_path / "a.json").write_bytes(b"[1,2,3,4,56]")  # 12 bytes, its size said to be 5
+    real = os.fstat
+
+    def said_smaller(descriptor):
+        found = real(descriptor)
+        if not stat_module.S_ISREG(found.st_mode):
+            return found
+        return os.stat_result((found.st_mode, found.st_ino, found.st_dev, found.st_nlink, found.st_uid, found.st_gid,
+                               5, found.st_atime, found.st_mtime, found.st_ctime))  # fmt: skip
+
+    monkeypatch.setattr(os, "fstat", said_smaller)
+    with pytest.raises(CompareError, match="FILE_BYTES_LIMIT"):
+        compare.folder_files(tmp_path, root=tmp_path)
+    (tmp_path / "a.json").write_bytes(b"[1,2,3,45]")  # the control: 10 bytes, read whole
+    assert compare.folder_files(tmp_path, root=tmp_path) == {"a.json": b"[1,2,3,45]"}
+
+
+def test_only_the_top_levels_failed_folder_is_left_out(tmp_path):
+    """(The staging folder's name is hidden, left out at any depth.)"""
+    from where223.pipeline.paths import FAILED
+
+    (tmp_path / FAILED).mkdir()
+    (tmp_path / FAILED / "x.json").write_text("1")  # the control: at the top, left out
+    (tmp_path / "sub" / FAILED).mkdir(parents=True)
+    (tmp_path / "sub" / FAILED / "x.json").write_text("2")
+    assert set(compare.folder_files(tmp_path, root=tmp_path)) == {f"sub/{FAILED}/x.json"}
+
+
+@pytest.mark.parametrize("revision", ["HEAD\0x", "HEAD\nx"])
+def test_a_revision_with_a_nul_or_a_newline_is_refused_before_git(revision):
+    with pytest.raises(CompareError, match="it would read as an option"):
+        compare.revision_files(revision)
+    with pytest.raises(CompareError, match="nor a git revision"):  # the control: a plain name git cannot read
+        compare.revision_files("HEADx")
+
+
+Flag = TypedDict("Flag", {"x": Annotated[float, roles.Measured(absolute=5.0)]})  # noqa: UP013
+
+
+def test_a_measured_leaf_that_is_not_a_number_on_both_sides_differs():
+    assert compare.judge("r.json", ["x"], 1.0, 2.0, Flag, {"x": 1.0}).kind == "within tolerance"  # the control
+    for reference, rerun in ((True, False), ("1.0", 2.0), (1.0, "2.0")):
+        judged = compare.judge("r.json", ["x"], reference, rerun, Flag, {"x": reference})
+        assert (judged.kind, judged.note) == ("differs", "measured, but not a number on both sides")
+
+
+def test_a_nan_tolerance_is_no_tolerance():
+    judged = compare.judge("r.json", ["x"], 1.0, 1.4, Tolerated, {"tol": math.nan, "x": 1.0})
+    assert (judged.kind, judged.note) == ("differs", "measured, but no numeric tolerance found")
+
+
+def test_a_number_become_nan_differs():
+    assert [(keys, a) for keys, a, _ in compare._leaves({"a": 1.0}, {"a": math.nan}, [])] == [(["a"], 1.0)]
+    assert list(compare._leaves({"a": math.nan}, {"a": math.nan}, [])) == []  # the control
+
+
+def test_a_leaf_become_a_mapping_or_a_text_of_its_length_is_one_difference():
+    assert [keys for keys, *_ in compare._leaves({"a": 1}, {"a": {"b": 1}}, [])] == [["a"]]
+    assert [keys for keys, *_ in compare._leaves({"a": [1, 2]}, {"a": "xy"}, [])] == [["a"]]
+    assert [keys for keys, *_ in compare._leaves({"a": [1, 2]}, {"a": [1, 3]}, [])] == [["a", 1]]  # the control
+
+
+Quoted = TypedDict("Quoted", {"t": Annotated[str, roles.Quoting(roles.TIMING_KIND, "a number it quotes")]})  # noqa: UP013
+
+
+def test_a_quoting_leaf_become_another_type_differs():
+    assert compare.judge("r.json", ["t"], "took 1.5 s", "took 2.5 s", Quoted, {}).kind == roles.TIMING_KIND  # control
+    for reference, rerun in (("took 1.5 s", 5), (5, "took 1.5 s")):
+        assert compare.judge("r.json", ["t"], reference, rerun, Quoted, {}).kind == "differs"
+
+
+Item = TypedDict("Item", {"m": Annotated[dict, roles.Measured(tolerance_key="tol")]})  # noqa: UP013
+Listed = TypedDict("Listed", {"tol": object, "a": list[Item]})  # noqa: UP013
+
+
+def test_a_list_holding_the_tolerance_keys_name_is_no_enclosing_mapping():
+    record = {"tol": 100, "a": ["tol", {"m": {"x": 1.0}}]}
+    assert compare.judge("r.json", ["a", 1, "m", "x"], 1.0, 2.0, Listed, record).kind == "within tolerance"
+    record["tol"] = 0.5  # the control: too small a tolerance
+    assert compare.judge("r.json", ["a", 1, "m", "x"], 1.0, 2.0, Listed, record).kind == "differs"
