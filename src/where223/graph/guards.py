@@ -494,11 +494,6 @@ def check_external_locations(model: onnx.ModelProto, folder: Path, graphs: Itera
     """Refuse a model any of whose tensors (`model_tensors`; `graphs` as it takes them) keeps its data at a location
     that is absolute or resolves outside `folder` (after symlinks): the rule every tool applies to a model it opens,
     though it reads no weights. A missing file is no refusal here: the weights are not needed to read the graph."""
-    graphs = list(graphs)
-    if (len(graphs) == 1 and not graphs[0].path and not graphs[0].holding and not model.functions
-            and not model.training_info and not model.graph.sparse_initializer
-            and onnx.TensorProto.EXTERNAL not in map(_LOCATION, model.graph.initializer)):
-        return  # the common case, in C: a main graph alone, no tensor but its initializers, none of them external
     base = None  # resolved at the first external tensor: most models keep none, and resolving costs a syscall a part
     for where, tensor in external_tensors(model, graphs):
         base = folder.resolve() if base is None else base

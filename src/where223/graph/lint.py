@@ -1089,8 +1089,7 @@ def lint_model(
         report = lint_types(types, str(path) if path else None)
         if functions:
             at_calls(report.violations, call_outputs(model))
-    if len(report.violations) > 1:
-        report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
+    report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
     report.inlined_functions = functions
     if table is not None:
         report.kernels = check_kernels(types, report.violations, table)
