@@ -30,6 +30,17 @@ def _diff(prefix: str) -> dict[str, Any]:
             f"{prefix}.departure": _QUOTED, f"{prefix}.notes": _QUOTED}  # fmt: skip
 
 
+class ConversionFailure(TypedDict):
+    """What one of our tools got wrong on one conversion (`benchmarks/converters.py`'s `failures`)."""
+
+    tool: str  # lint, repair, convert or diff
+    what: str
+    model: str
+    converter: str
+    ort: str | None  # ONNX Runtime's message on the conversion
+    said: Annotated[str | None, _QUOTED]  # what our tool said
+
+
 class ConvertersRecord(TypedDict):
     run: Run
     environment: Annotated[dict[str, Any], ENVIRONMENT]
@@ -59,7 +70,7 @@ class ConvertersRecord(TypedDict):
     # lint tool -> measured or why not, its scores on the converted models
     tools: Annotated[dict[str, dict[str, Any]], Within({"*.scores.median_s": TIMING})]
     targets: dict[str, Any]
-    failures: Annotated[list[dict[str, Any]], Within({"[*].said": _QUOTED})]
+    failures: list[ConversionFailure]
     seconds: Annotated[float, TIMING]
 
 
