@@ -37,10 +37,12 @@ which repaired models stay beyond tolerance.
 Per lint tool (`lint`, `lint --kernels`, `onnx.checker` full check, onnx-doctor, Polygraphy's lint: `peers.py`'s):
 refusals found, whether it names ONNX Runtime's node, false alarms, errors. The targets (`targets`): lint finds every
 type refusal with no false alarm; repair makes every refused model acceptable; `where223 convert --to fp16` is
-accepted and within tolerance on every model, computing in float16 at least the share of float nodes each converter
-that succeeds on it (accepted, within tolerance) has computed in it (`share_computed`; the declared share is
-compared too, and counted apart); `--to bf16`, which no peer converts to, accepted and within tolerance. Each is
-recorded met or not, with what fails it (`failures`: model, converter, ONNX Runtime's message, what our tool said).
+accepted and within tolerance on every model, computing in float16 at least the share of float arithmetic nodes
+(`NO_ARITHMETIC` left out: nodes that only move data, control flow, Constants) each converter that succeeds on it
+(accepted, within tolerance) has computed in it (`share_arithmetic_computed`; pairs with no such node on either
+side not judged, the declared share compared too and counted apart); `--to bf16`, which no peer converts to,
+accepted and within tolerance. Each is recorded met or not, with what fails it (`failures`: model, converter, ONNX
+Runtime's message, what our tool said).
 
     .venv-peers/bin/python benchmarks/converters.py [--models GLOB] [--converters A,B] [--timeout 900]
         [--amp-timeout 300] [--repeat 10] [--reuse CONVERTERS]

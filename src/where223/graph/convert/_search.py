@@ -161,15 +161,19 @@ def _culprits(report: DiffReport, origins: Mapping[str, Origin], choices: list[C
                 found_nodes, found_inputs = _upstream_converted(prepared, choices, value, whole=True)
                 nodes |= found_nodes
                 inputs |= found_inputs
-        return nodes, {name for name in inputs if (found := origins.get(name)) is not None and found.kind == "input"}
+        return nodes, _rounded(inputs, origins)
     origin = origins.get(departure.candidate_value)
     if origin is not None and origin.kind == "input":
         return set(), set()  # the input itself, rounded to the reduced type: no node to keep
     if origin is not None and origin.nodes:
         return set(origin.nodes), set()
     nodes, inputs = _upstream_converted(prepared, choices, departure.value)
-    rounded = {name for name in inputs if (found := origins.get(name)) is not None and found.kind == "input"}
-    return nodes, rounded
+    return nodes, _rounded(inputs, origins)
+
+
+def _rounded(inputs: set[str], origins: Mapping[str, Origin]) -> set[str]:
+    """The graph inputs among `inputs` that the conversion rounded to the reduced type."""
+    return {name for name in inputs if (found := origins.get(name)) is not None and found.kind == "input"}
 
 
 def convert(
