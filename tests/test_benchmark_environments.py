@@ -115,7 +115,7 @@ def test_lint_against_the_checker_judges_its_ratio_and_says_what_lints_time_goes
     assert found["models"] == 4 and found["ratio_lint_to_checker"] > 0
     assert found["errors"] == {"lint": {}, "checker": {}}
     assert found["met"] == (found["ratio_lint_to_checker"] <= bench.LINT_TARGET_RATIO)
-    assert set(found["lint_phases_s"]) == {"open (read, parse, guards)", "types (onnx's inference, then ours)",
+    assert set(found["lint_parts_apart_s"]) == {"open (read, parse, guards)", "types (onnx's inference, then ours)",
                                            "check"}
     assert found["run"]["started_at"] <= found["recorded_at"]
     monkeypatch.setattr(bench, "LINT_TARGET_RATIO", 0.0)  # the control: a target no lint meets

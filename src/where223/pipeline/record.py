@@ -74,6 +74,8 @@ class Environments(TypedDict):
     ratios: Annotated[dict[str, Any], Within({"lint_to_checker": TIMING, "setup_pip_to_uv": TIMING})]
     lint_vs_checker: Annotated[dict[str, Any], Within({
         "lint_s": TIMING, "checker_s": TIMING, "ratio_lint_to_checker": TIMING, "highest_per_model_ratios": TIMING,
+        "met": TIMING, "lint_parts_apart_s": TIMING, "recorded_at": TIMING, "run": ENVIRONMENT,
+        "environment": ENVIRONMENT, "load_average_before": LOAD, "load_average_after": LOAD,
     })]
     matrix_disk: Annotated[dict[str, Any], Within({"environments.*.seconds": TIMING})]
 
