@@ -450,3 +450,24 @@ def test_a_list_holding_the_tolerance_keys_name_is_no_enclosing_mapping():
     assert compare.judge("r.json", ["a", 1, "m", "x"], 1.0, 2.0, Listed, record).kind == "within tolerance"
     record["tol"] = 0.5  # the control: too small a tolerance
     assert compare.judge("r.json", ["a", 1, "m", "x"], 1.0, 2.0, Listed, record).kind == "differs"
+
+
+@pytest.mark.parametrize(("reference", "rerun"), [(True, 1), (False, 0), (False, 0.0), (1, True), (1.0, True)])
+def test_a_boolean_is_not_the_number_python_takes_it_for(reference, rerun):
+    """JSON's true is not 1 (nor false 0): as a leaf, and inside a list or mapping Python would find equal whole."""
+    assert list(compare._leaves(reference, rerun, ["x"])) == [(["x"], reference, rerun)]
+    assert list(compare._leaves({"a": [reference]}, {"a": [rerun]}, [])) == [(["a", 0], reference, rerun)]
+    assert list(compare._leaves([reference, 2], [rerun, 2], [])) == [([0], reference, rerun)]
+    # the controls: booleans against booleans, numbers against numbers, and 1 against 1.0 do not differ
+    assert list(compare._leaves({"a": [reference]}, {"a": [reference]}, [])) == []
+    assert list(compare._leaves({"a": [True, 1]}, {"a": [True, 1.0]}, [])) == []
+    assert list(compare._leaves(True, False, ["x"])) == [(["x"], True, False)]
+
+
+def test_a_record_whose_boolean_became_a_number_is_not_reproduced():
+    reference = {"r.json": json.dumps({"ok": True, "n": [1, 2]}).encode()}
+    comparison = compare.compare_files(reference, {"r.json": json.dumps({"ok": 1, "n": [1, 2]}).encode()}, "a", "b")
+    assert not comparison.reproduced
+    assert [(d.path, d.kind) for d in comparison.differences] == [("ok", "differs")]
+    control = {"r.json": json.dumps({"ok": True, "n": [1.0, 2]}).encode()}  # 1 against 1.0 is no difference
+    assert compare.compare_files(reference, control, "a", "b").reproduced

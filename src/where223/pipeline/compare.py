@@ -344,8 +344,8 @@ def _nan(value: Any) -> bool:
 
 def _leaves(reference: Any, rerun: Any, keys: list[roles.Key]) -> Iterator[tuple[list[roles.Key], Any, Any]]:
     """Every pair of differing leaves, with its keys (mapping keys, and list indices as ints)."""
-    if type(reference) is type(rerun) and reference == rerun:  # equal subtrees hold no differing leaf (C speed)
-        return
+    if type(reference) is type(rerun) and reference == rerun and _same_text(reference, rerun):
+        return  # equal subtrees hold no differing leaf (C speed)
     if len(keys) > DEPTH_LIMIT:  # inside more lists and mappings than DEPTH_LIMIT, and not equal there
         raise _Refused(_TOO_DEEP)
     if isinstance(reference, Mapping) and isinstance(rerun, Mapping):
@@ -354,9 +354,27 @@ def _leaves(reference: Any, rerun: Any, keys: list[roles.Key]) -> Iterator[tuple
     elif isinstance(reference, list) and isinstance(rerun, list) and len(reference) == len(rerun):
         for index, (a, b) in enumerate(zip(reference, rerun, strict=True)):
             yield from _leaves(a, b, [*keys, index])
-    elif reference != rerun and not (_number(reference) and _number(rerun) and reference == rerun) and not (
-            _nan(reference) and _nan(rerun)):
+    elif not _same_leaf(reference, rerun):
         yield keys, reference, rerun
+
+
+def _same_text(reference: Any, rerun: Any) -> bool:
+    """Whether two subtrees Python finds equal are equal as JSON too: Python takes true for 1 and false for 0 (and
+    0.0), JSON does not. (1 against 1.0 gives two texts, and the walk below finds them equal as numbers.)"""
+    if not isinstance(reference, (Mapping, list)):
+        return True  # two leaves of one type that are equal
+    try:
+        return json.dumps(reference, sort_keys=True) == json.dumps(rerun, sort_keys=True)
+    except (RecursionError, ValueError):  # nested past the encoder's depth: the walk refuses it past DEPTH_LIMIT
+        return False
+
+
+def _same_leaf(reference: Any, rerun: Any) -> bool:
+    """Two leaves that do not differ: equal values where a boolean is only ever equal to a boolean, numbers equal
+    across int and float, or two NaNs."""
+    if isinstance(reference, bool) or isinstance(rerun, bool):
+        return type(reference) is type(rerun) and reference == rerun
+    return reference == rerun or (_nan(reference) and _nan(rerun))
 
 
 def _path(keys: list[roles.Key]) -> str:
