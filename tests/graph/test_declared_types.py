@@ -286,3 +286,24 @@ def test_a_body_input_declared_another_type_than_its_node_gives_it():
     assert lint_model(repaired).clean and judge(repaired).verdict == OrtVerdict.ACCEPTED
     control = _loop_model(T.FLOAT)
     assert lint_model(control).clean and judge(control).verdict == OrtVerdict.ACCEPTED
+
+
+def _layer_norm(declared, **stash):
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean"], name="LN_1", axis=-1, **stash)
+    return _model([node], [_v("x", T.FLOAT16, (2, 3)), _v("s", T.FLOAT16, (3,))],
+                  [_v("y", T.FLOAT16, (2, 3)), _v("mean", declared, None)])
+
+
+def _declared(report):
+    return [(v.label, v.expected, v.computed_by) for v in report.violations if v.kind == FindingKind.DECLARED_TYPE]
+
+
+def test_a_layer_normalizations_mean_is_of_its_stash_type_not_its_inputs():
+    """Mean and InvStdDev take `stash_type` (float unless set), whatever the input's type: what onnx infers too."""
+    assert _declared(lint_model(_layer_norm(T.FLOAT16))) == [
+        ("LN_1", "tensor(float)", "`stash_type` unset gives tensor(float)")]
+    assert _declared(lint_model(_layer_norm(T.FLOAT, stash_type=T.BFLOAT16))) == [
+        ("LN_1", "tensor(bfloat16)", "its `stash_type` gives tensor(bfloat16)")]
+    # the controls: declared as the stash type gives
+    assert lint_model(_layer_norm(T.FLOAT)).clean
+    assert lint_model(_layer_norm(T.BFLOAT16, stash_type=T.BFLOAT16)).clean

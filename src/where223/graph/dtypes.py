@@ -22,15 +22,20 @@ def elem_type_name(elem_type: int) -> str:
         raise UnknownElementTypeError(f"element type {elem_type} is not one the installed onnx defines") from error
 
 
+@functools.cache
+def _tensor_text(kind: str, elem: int) -> str | None:
+    """type_string of a tensor or sparse tensor type (`kind`, its oneof's name) of element type `elem`."""
+    if elem == onnx.TensorProto.UNDEFINED:
+        return None
+    prefix = "tensor" if kind == "tensor_type" else "sparse_tensor"
+    return f"{prefix}({elem_type_name(elem)})"
+
+
 def type_string(type_proto: onnx.TypeProto) -> str | None:
     """ONNX Runtime style type string ('tensor(float)', 'seq(tensor(int64))'), None when undefined."""
     kind = type_proto.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        elem = getattr(type_proto, kind).elem_type
-        if elem == onnx.TensorProto.UNDEFINED:
-            return None
-        prefix = "tensor" if kind == "tensor_type" else "sparse_tensor"
-        return f"{prefix}({elem_type_name(elem)})"
+    if kind == "tensor_type" or kind == "sparse_tensor_type":
+        return _tensor_text(kind, getattr(type_proto, kind).elem_type)
     if kind in ("sequence_type", "optional_type"):
         inner = type_string(getattr(type_proto, kind).elem_type)
         prefix = "seq" if kind == "sequence_type" else "optional"

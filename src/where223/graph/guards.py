@@ -206,9 +206,11 @@ def check_defined(graphs: list[ReadGraph]) -> None:
     if not undefined:
         return
     graph = main.graph
-    undefined -= {value.name for value in graph.input}
-    undefined -= {tensor.name for tensor in graph.initializer}
-    undefined -= {sparse.values.name for sparse in graph.sparse_initializer}
+    undefined.difference_update(map(_NAME, main.inputs))
+    if undefined:
+        undefined.difference_update(map(_NAME, graph.initializer))
+    if undefined:
+        undefined.difference_update(sparse.values.name for sparse in graph.sparse_initializer)
     if undefined:
         name = min(undefined)
         user = next(node for node in main.nodes if name in node.inputs)
@@ -219,10 +221,13 @@ def check_defined(graphs: list[ReadGraph]) -> None:
         )
 
 
-def check_opsets(model: onnx.ModelProto) -> None:
+def check_opsets(model: onnx.ModelProto, imports: Sequence[onnx.OperatorSetIdProto] | None = None) -> None:
     """Refuse an opset version (the model's or a model-local function's, in any domain) that onnx's schema registry
     cannot take: a C++ int, so below 0 or at 2**31 and past (onnx's `get_schema` raises TypeError on it, ONNX Runtime
-    reads it wrapped around)."""
+    reads it wrapped around). `imports`: the model's `opset_import`, if read already."""
+    versions = list(map(_VERSION, model.opset_import if imports is None else imports))
+    if not model.functions and (not versions or (min(versions) >= 0 and max(versions) <= _INT32_MAX)):
+        return  # the common case, in C
     imports = [("", opset) for opset in model.opset_import]
     imports += [
         (f" of function {printable(f.domain)}.{printable(f.name)}", o) for f in model.functions for o in f.opset_import
@@ -250,8 +255,8 @@ def _graph_texts(read: ReadGraph) -> Iterator[object]:
     graph, nodes = read.graph, read.nodes
     name = attrgetter("name")
     return chain(
-        (graph.name,), map(name, chain(graph.input, graph.output, graph.value_info, graph.initializer)),
-        (sparse.values.name for sparse in graph.sparse_initializer), read.names,
+        (graph.name,), map(name, chain(read.inputs, read.outputs, read.value_info, read.initializers)),
+        map(_SPARSE_NAME, graph.sparse_initializer), read.names,
         map(itemgetter(0), nodes), map(itemgetter(1), nodes), chain.from_iterable(map(itemgetter(2), nodes)),
         chain.from_iterable(map(itemgetter(3), nodes)), read.attribute_names,
     )
@@ -271,8 +276,12 @@ def check_text(model: onnx.ModelProto, graphs: list[ReadGraph]) -> None:
     is not UTF-8: protobuf requires a `string` to be, hands such a field back as bytes, not text, and ONNX Runtime
     refuses the model; every reader of names expects text. `graphs`: the main graph's, as `nodes.read_graphs` read
     them (its nodes' names and attributes' names among them)."""
+    domains = attrgetter("domain")
+    if not model.functions and _not_text(lambda: chain(map(domains, model.opset_import),
+                                                       *map(_graph_texts, graphs))) is None:
+        return  # every name text: the common case, one join in C over every graph (which one fails is asked below)
     scopes: list[tuple[str, Callable[[], Iterable[object]]]] = [
-        ("the model's opset imports", lambda: [opset.domain for opset in model.opset_import])]
+        ("the model's opset imports", lambda: map(domains, model.opset_import))]
     for read in graphs:
         scopes.append((f"subgraph {read.path}" if read.path else "the main graph", partial(_graph_texts, read)))
     for function in model.functions:
@@ -316,8 +325,9 @@ def check_structure(model: onnx.ModelProto) -> list[ReadGraph]:
     """Every check that must pass before onnx's inliner, shape inference or ONNX Runtime sees the model; the main
     graph's graphs, read on the way (`nodes.read_graphs`), for the walks that follow."""
     graphs = read_graphs(model.graph)
+    imports = list(model.opset_import)  # kept alive while the checks below read them (see `nodes.ReadGraph`)
     check_text(model, graphs)  # first: the other checks' messages show names
-    check_opsets(model)
+    check_opsets(model, imports)
     check_functions(model)
     check_acyclic(model, graphs)
     check_defined(graphs)
@@ -377,6 +387,9 @@ ORT_MEMORY_MARKER = "_ORT_MEM_ADDR_"
 # that, so a tensor or graph field set beside the declaration is never read (skipping them keeps the walk quick)
 _PLAIN = PLAIN_ATTRIBUTES
 _LOCATION = attrgetter("data_location")
+_NAME = attrgetter("name")
+_SPARSE_NAME = attrgetter("values.name")
+_VERSION = attrgetter("version")
 
 
 def _attribute_tensors(attr: onnx.AttributeProto) -> Iterator[tuple[str, onnx.TensorProto]]:
@@ -490,10 +503,23 @@ def _located(where: str, tensor: onnx.TensorProto, base: Path) -> tuple[Path, di
     return file, info
 
 
+def may_hold_external(model: onnx.ModelProto, graphs: list[ReadGraph]) -> bool:
+    """False when no tensor of the model can keep its data externally, decided in C: the main graph (as `graphs`
+    read it) holds no subgraph or tensor attribute, no sparse initializer, no initializer kept externally, and the
+    model no function or training graph. (True: `check_external_locations` walks its tensors.)"""
+    main = model.graph
+    read = graphs[0] if graphs and graphs[0].graph is main else next((r for r in graphs if r.graph is main), None)
+    return (read is None or bool(read.holding) or bool(model.functions) or bool(model.training_info)
+            or bool(main.sparse_initializer) or onnx.TensorProto.EXTERNAL in map(_LOCATION, read.initializers))
+
+
 def check_external_locations(model: onnx.ModelProto, folder: Path, graphs: Iterable[ReadGraph] = ()) -> None:
     """Refuse a model any of whose tensors (`model_tensors`; `graphs` as it takes them) keeps its data at a location
     that is absolute or resolves outside `folder` (after symlinks): the rule every tool applies to a model it opens,
     though it reads no weights. A missing file is no refusal here: the weights are not needed to read the graph."""
+    graphs = graphs if isinstance(graphs, list) else list(graphs)
+    if not may_hold_external(model, graphs):
+        return
     base = None  # resolved at the first external tensor: most models keep none, and resolving costs a syscall a part
     for where, tensor in external_tensors(model, graphs):
         base = folder.resolve() if base is None else base

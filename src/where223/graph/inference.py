@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -40,12 +40,13 @@ class Initializer(NamedTuple):
     external: bool  # its data lies in an external file
 
 
-def initializers(graph: onnx.GraphProto) -> list[Initializer]:
-    """The headers of a graph's initializers, each read once (reading a field builds a Python object)."""
+def initializers(tensors: Iterable[onnx.TensorProto]) -> list[Initializer]:
+    """The headers of a graph's initializers (`graph.initializer`), each read once (reading a field builds a Python
+    object)."""
     external = onnx.TensorProto.EXTERNAL
     return [
         Initializer(init.name, init.data_type, tuple(init.dims), init.data_location == external)
-        for init in graph.initializer
+        for init in tensors
     ]
 
 
@@ -167,7 +168,7 @@ def infer(
     MalformedModelError (one line) when onnx's inference fails."""
     declared = opset_imports(model)
     clamp = opsets is not None and opsets != declared
-    source = _inference_copy(model, initializers(model.graph) if headers is None else headers, shapes)
+    source = _inference_copy(model, initializers(model.graph.initializer) if headers is None else headers, shapes)
     if source is None and clamp:
         source = onnx.ModelProto()
         source.CopyFrom(model)

@@ -53,8 +53,8 @@ import copy
 import functools
 from collections import ChainMap, Counter
 from dataclasses import asdict, dataclass, field
-from itertools import compress
-from operator import itemgetter, not_
+from itertools import compress, repeat
+from operator import is_, itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -492,6 +492,7 @@ _TYPING_ATTRIBUTES: dict[str, tuple[str, int | None]] = {
     "RandomUniformLike": ("dtype", None),
     "Multinomial": ("dtype", onnx.TensorProto.INT32),
     "Bernoulli": ("dtype", None),
+    "LayerNormalization": ("stash_type", onnx.TensorProto.FLOAT),  # its Mean and InvStdDev (Y is its input's type)
 }
 
 
@@ -577,7 +578,7 @@ def _declared_violations(scope: Scope, types: ModelTypes, keys: list[tuple[Any, 
         sig = signatures.get((node.domain, node.op_type))
         if sig is None:
             continue
-        shape = (sig.op_type, sig.domain, sig.since_version, tuple(t is None for t in key[2]), len(node.outputs))
+        shape = (sig.op_type, sig.domain, sig.since_version, tuple(map(is_, key[2], repeat(None))), len(node.outputs))
         undecided = _UNDECIDED.get(shape)
         if undecided is None:
             undecided = _UNDECIDED[shape] = _undecided_outputs(sig, key[2], len(node.outputs))
@@ -795,13 +796,13 @@ def lint_types(types: ModelTypes, model_path: str | None = None, *, _depth: int 
         untyped_values=0,
         notes=list(types.notes),
     )
-    unchecked: Counter[str] = Counter()
+    unchecked: dict[str, int] = {}  # counted as a Counter would (one is dearer to make than a dict, per model)
     signatures: dict[tuple[str, str], Signature | None] = {}  # signature_for, once per op of the model
     # (domain, op, its values' types) -> its verdict: a large graph repeats a few blocks, so the check runs once
     # per kind of node and every other node is a lookup (`_verdict`)
     verdicts: dict[tuple[Any, ...], Verdict] = {}
     opset = types.opsets.get("")
-    unknown_bodies: Counter[str] = Counter()  # ops that may run as their body, where the runtime lists no kernels
+    unknown_bodies: dict[str, int] = {}  # ops that may run as their body, where the runtime lists no kernels
     # function bodies left to build (shared with the bodies checked inside bodies); nodes whose body was not built
     budget, unbuilt = _budget if _budget is not None else [BODY_CHECKS], 0
 
@@ -831,13 +832,14 @@ def lint_types(types: ModelTypes, model_path: str | None = None, *, _depth: int 
         for index in (i for i, verdict in enumerate(every) if verdict is not _CLEAN):
             node, verdict = scope.nodes[index], every[index]
             if verdict is _UNCHECKED:
-                unchecked[f"{node.domain or 'ai.onnx'}:{node.op_type}"] += 1
+                op = f"{node.domain or 'ai.onnx'}:{node.op_type}"
+                unchecked[op] = unchecked.get(op, 0) + 1
                 report.nodes_checked -= 1
                 continue
             clean, untyped_inputs, untyped_outputs = verdict
             if type(verdict) is _BodyVerdict:
                 if verdict.runs is None:
-                    unknown_bodies[node.op_type] += 1
+                    unknown_bodies[node.op_type] = unknown_bodies.get(node.op_type, 0) + 1
                 elif not any(node.inputs[p] for p in untyped_inputs):  # every input it has typed: the body's too
                     found = _body_violations(scope.graph.node[index], index, scope, types, _depth, budget)
                     if found is None:
@@ -860,7 +862,7 @@ def lint_types(types: ModelTypes, model_path: str | None = None, *, _depth: int 
             found_here.extend(_holder_violations(scope, types))
         found_here.sort(key=lambda v: (v.function_call or {}).get("node_index", v.node_index))  # graph order, stable
         report.violations.extend(found_here)
-    report.unchecked = dict(unchecked)
+    report.unchecked = unchecked
     if unknown_bodies:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(unknown_bodies.items()))
         report.notes.append(
@@ -1089,7 +1091,8 @@ def lint_model(
         report = lint_types(types, str(path) if path else None)
         if functions:
             at_calls(report.violations, call_outputs(model))
-    report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
+    if len(report.violations) > 1:
+        report.violations.sort(key=lambda v: not v.root)  # roots first; stable, so graph order within each group
     report.inlined_functions = functions
     if table is not None:
         report.kernels = check_kernels(types, report.violations, table)

@@ -11,7 +11,7 @@ values) takes `graph.node[index]`, for the nodes in `ReadGraph.holding` only whe
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, repeat
 from operator import attrgetter, itemgetter
@@ -40,6 +40,13 @@ class ReadGraph:
     names: list[str] = field(default_factory=list)  # each node's name, as protobuf hands it back (bytes: not UTF-8)
     attribute_names: list[str] = field(default_factory=list)  # every attribute's name, node by node, in order
     holding: list[int] = field(default_factory=list)  # the nodes with an attribute not in PLAIN_ATTRIBUTES, in order
+    # the graph's inputs, outputs, value_info and initializers, each container read once: the guards read their
+    # names, typing their types; protobuf makes a message's Python object anew whenever none is alive, so these lists
+    # keep them alive from one reader to the next
+    inputs: list[onnx.ValueInfoProto] = field(default_factory=list)
+    outputs: list[onnx.ValueInfoProto] = field(default_factory=list)
+    value_info: list[onnx.ValueInfoProto] = field(default_factory=list)
+    initializers: list[onnx.TensorProto] = field(default_factory=list)
 
 
 class Body(NamedTuple):
@@ -85,9 +92,34 @@ def _bodies(node: onnx.NodeProto, index: int, path: str) -> tuple[Body, ...]:
     return tuple(found)
 
 
+# graphs of at most this many nodes are read by a plain loop: the C iterators' set-up costs more than it saves there
+_SMALL_GRAPH = 16
+
+
+def _read_small(read: ReadGraph, protos: Sequence[onnx.NodeProto]) -> None:
+    """`_read` of a graph of a few nodes: one Python loop (the common case of onnx's conformance models)."""
+    nodes, names, attribute_names, holding = [], [], [], []
+    plain = PLAIN_ATTRIBUTES
+    for index, node in enumerate(protos):
+        nodes.append(Node(node.op_type, node.domain, node.input[:], node.output[:], _NO_BODIES))
+        names.append(node.name)
+        held = False
+        for attr in node.attribute:
+            attribute_names.append(attr.name)
+            held = held or attr.type not in plain
+        if held:
+            holding.append(index)
+    read.nodes, read.names, read.attribute_names, read.holding = nodes, names, attribute_names, holding
+
+
 def _read(read: ReadGraph) -> None:
     """Read the nodes of one graph into `read`, in order, each protobuf field once; their subgraphs named in
     `bodies`, not read yet. The work per node is one comprehension's step; the rest runs in C (map, zip, chain)."""
+    protos = read.graph.node
+    if len(protos) <= _SMALL_GRAPH:
+        _read_small(read, protos)
+        _read_bodies(read)
+        return
     fields = [
         (node.op_type, node.domain, node.input[:], node.output[:], node.name, node.attribute or None)
         for node in read.graph.node
@@ -106,6 +138,11 @@ def _read(read: ReadGraph) -> None:
     owner = list(chain.from_iterable(map(repeat, compress(count(), containers), map(len, filter(None, containers)))))
     plain = PLAIN_ATTRIBUTES
     read.holding = list(dict.fromkeys(owner[k] for k, kind in enumerate(types) if kind not in plain))  # in order
+    _read_bodies(read)
+
+
+def _read_bodies(read: ReadGraph) -> None:
+    """Each node of `read.holding` given the subgraphs its attributes hold (`bodies`)."""
     for index in read.holding:
         bodies = _bodies(read.graph.node[index], index, read.path)
         if bodies:
@@ -138,6 +175,9 @@ def read_graphs(graph: onnx.GraphProto, path: str = "") -> list[ReadGraph]:
     while pending:  # depth first, bodies in order, without recursion (a hostile model may nest deeply)
         read = pending.pop()
         _read(read)
+        graph = read.graph
+        read.inputs, read.outputs, read.value_info = list(graph.input), list(graph.output), list(graph.value_info)
+        read.initializers = list(graph.initializer)
         found.append(read)
         pending.extend(reversed([body.read for index in read.holding for body in read.nodes[index].bodies]))
     return found

@@ -31,7 +31,7 @@ import onnx.shape_inference
 
 from where223.graph import inference
 from where223.graph.dtypes import elem_type_of, tensor_type, type_string
-from where223.graph.guards import usable_opsets
+from where223.graph.guards import _INT32_MAX, newest_opsets, usable_opsets
 from where223.graph.loading import ModelLike, UnknownElementTypeError, open_model
 from where223.graph.nodes import Node, ReadGraph, read_graphs
 from where223.graph.schema import Signature, formal_pairs, op_schema, opset_imports, signature_for
@@ -122,16 +122,21 @@ class _Builder:
     """Walks a model's graphs, filling each scope from the sources in precedence order."""
 
     def __init__(
-        self, model: onnx.ModelProto, path: Path | None = None, shapes: bool = True
+        self, model: onnx.ModelProto, path: Path | None = None, shapes: bool = True, main: ReadGraph | None = None
     ) -> None:
         self.model = model
         self.declared = opset_imports(model)
-        self.opsets, self.notes = usable_opsets(self.declared)
-        self.initializers = inference.initializers(model.graph)  # the main graph's, read once for both
+        newest = newest_opsets()
+        if all(newest.get(domain, _INT32_MAX) >= version for domain, version in self.declared.items()):
+            self.opsets, self.notes = dict(self.declared), []  # usable_opsets' answer where no version is too new
+        else:
+            self.opsets, self.notes = usable_opsets(self.declared)
+        # the main graph's, read once for both (from `main`, its graph read, when given)
+        self.initializers = inference.initializers(main.initializers if main is not None else model.graph.initializer)
         # run when the main graph's inferred types are first read, after the sources that need no inference
-        self.inferred = inference.InferredTypes(
-            lambda: inference.infer(model, path, self.opsets, shapes, self.initializers)
-        )
+        opsets, headers = self.opsets, self.initializers  # not `self`: a closure over it would make a cycle, and
+        # every scope built would wait for the cyclic collector instead of being freed with the builder
+        self.inferred = inference.InferredTypes(lambda: inference.infer(model, path, opsets, shapes, headers))
         self.scopes: dict[str, Scope] = {}
         self.initializer_types: dict[tuple[int, tuple[int, ...]], tuple[onnx.TypeProto, str | None]] = {}
         self.type_texts = _TypeTexts()
@@ -142,16 +147,17 @@ class _Builder:
         outer: Scope | None,
         implied_inputs: Sequence[onnx.TypeProto | None] = (),
     ) -> Scope:
-        graph, path = read.graph, read.path
-        scope = Scope(
-            path=path,
-            graph=graph,
-            types=ChainMap({}, *(outer.types.maps if outer else [])),
-            protos=ChainMap({}, *(outer.protos.maps if outer else [])),
-            sources=ChainMap({}, *(outer.sources.maps if outer else [])),
-            nodes=read.nodes,
-        )
-        own_types, own_protos, own_sources = scope.types.maps[0], scope.protos.maps[0], scope.sources.maps[0]
+        graph, path, nodes = read.graph, read.path, read.nodes
+        own_types: dict[str, str] = {}
+        own_protos: dict[str, onnx.TypeProto | bytes] = {}
+        own_sources: dict[str, str] = {}
+        if outer is None:
+            types, protos, sources = ChainMap(own_types), ChainMap(own_protos), ChainMap(own_sources)
+        else:
+            types = ChainMap(own_types, *outer.types.maps)
+            protos = ChainMap(own_protos, *outer.protos.maps)
+            sources = ChainMap(own_sources, *outer.sources.maps)
+        scope = Scope(path, graph, types, protos, sources, nodes)
 
         def put(name: str, proto: onnx.TypeProto | None, source: str) -> None:
             if name and name not in own_types and proto is not None:
@@ -159,12 +165,14 @@ class _Builder:
                 if text is not None:
                     own_types[name], own_protos[name], own_sources[name] = text, proto, source
 
-        for value in graph.input:
+        for value in read.inputs:
             put(value.name, value.type, "input")
-        for value, proto in zip(graph.input, implied_inputs, strict=False):  # for inputs declared without a type
-            put(value.name, proto, "body_input")
+        if implied_inputs:  # for inputs declared without a type
+            for value, proto in zip(read.inputs, implied_inputs, strict=False):
+                put(value.name, proto, "body_input")
         known_types = self.initializer_types
-        for name, data_type, dims, _ in self.initializers if outer is None else inference.initializers(graph):
+        headers = self.initializers if outer is None else inference.initializers(read.initializers)
+        for name, data_type, dims, _ in headers:
             if name and name not in own_types:  # put, inlined, with one TypeProto and type string per dtype and shape
                 known = known_types.get((data_type, dims))
                 if known is None:
@@ -175,11 +183,12 @@ class _Builder:
                     own_types[name], own_protos[name], own_sources[name] = text, proto, "initializer"
         for sparse in graph.sparse_initializer:
             put(sparse.values.name, tensor_type(sparse.values.data_type, list(sparse.dims)), "initializer")
-        for index, node in enumerate(read.nodes):
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.outputs:
-                put(node.outputs[0], constant_type(graph.node[index]), "constant")
+        if "Constant" in map(itemgetter(0), nodes):  # tested in C: most graphs hold none
+            for index, node in enumerate(nodes):
+                if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.outputs:
+                    put(node.outputs[0], constant_type(graph.node[index]), "constant")
         declared = scope.declared  # put, inlined, keeping what each name is declared (the first declaration)
-        for values, source in ((graph.output, "output"), (graph.value_info, "value_info")):
+        for values, source in ((read.outputs, "output"), (read.value_info, "value_info")):
             for value in values:
                 name = value.name
                 if not name or name in declared:
@@ -194,26 +203,29 @@ class _Builder:
         # put(name, proto, "inferred") for every value inference typed, in bulk: one store per value and map. A main
         # graph without subgraphs whose every node output its own sources typed asks no inference: what it typed
         # takes precedence, so inference could add nothing (a one-node model's output, declared, is the common case)
-        texts = self.type_texts
-        declared_all = outer is None and not any(map(itemgetter(4), read.nodes)) and all(
-            map(own_types.__contains__, filter(None, chain.from_iterable(map(itemgetter(3), read.nodes)))))
-        inferred = {} if declared_all else self.inferred.types(path)
-        fresh = {name: raw for name, raw in inferred.items() if name and name not in own_types}
-        typed = {name: text for name, raw in fresh.items() if (text := texts[raw]) is not None}
-        own_types.update(typed)
-        own_protos.update(fresh if len(typed) == len(fresh) else {name: fresh[name] for name in typed})
-        own_sources.update(dict.fromkeys(typed, "inferred"))
+        declared_all = outer is None and not any(map(itemgetter(4), nodes)) and all(
+            map(own_types.__contains__, filter(None, chain.from_iterable(map(itemgetter(3), nodes)))))
+        if not declared_all:
+            texts = self.type_texts
+            inferred = self.inferred.types(path)
+            fresh = {name: raw for name, raw in inferred.items() if name and name not in own_types}
+            typed = {name: text for name, raw in fresh.items() if (text := texts[raw]) is not None}
+            own_types.update(typed)
+            own_protos.update(fresh if len(typed) == len(fresh) else {name: fresh[name] for name in typed})
+            own_sources.update(dict.fromkeys(typed, "inferred"))
 
         self.scopes[path] = scope
-        type_maps = scope.types.maps
-        outer = len(type_maps) > 1
+        if declared_all:
+            return scope  # every node output typed, no node holding a subgraph: nothing below to do
+        type_maps = types.maps
+        nested = len(type_maps) > 1
         typed_here = own_types.__contains__
-        for index, node in enumerate(read.nodes):
-            if not outer and not node.bodies and all(map(typed_here, node.outputs)):
+        for index, node in enumerate(nodes):
+            if not nested and not node.bodies and all(map(typed_here, node.outputs)):
                 continue  # every output typed: the common case, tested in C
             branches = self._build_subgraphs(node, index, scope) if node.bodies else {}
             for out in node.outputs:  # any output untyped? (scope.type_of(out) is None, inlined: runs for every node)
-                if out and (not any(out in types for types in type_maps) if outer else out not in own_types):
+                if out and (not any(out in types for types in type_maps) if nested else out not in own_types):
                     for name, proto in self._fallback(graph.node[index], scope, branches).items():
                         put(name, proto, "propagated")
                     break
@@ -308,9 +320,10 @@ def types_of_loaded(
     """`model_types` of a model that `load_model` or `open_model` has just returned, without running its guards a
     second time (they are a walk over every node: a large graph pays for it once); `graphs` are its graphs as
     `open_model` read them (read here when not given)."""
-    builder = _Builder(model, path, shapes)
+    main = (graphs or read_graphs(model.graph))[0]
+    builder = _Builder(model, path, shapes, main)
     try:
-        builder.build((graphs or read_graphs(model.graph))[0], None)
+        builder.build(main, None)
     except UnknownElementTypeError as error:
         raise UnknownElementTypeError(f"{path or '<model>'}: {error}") from error
     opsets = {"opsets": builder.opsets, "declared_opsets": builder.declared}
