@@ -311,3 +311,20 @@ def test_the_historic_stacks_edges_hold_member_by_member_in_the_committed_scan()
     assert len(where["16"]["alike"]) == where["16"]["members"]
     einsum = found[("Einsum", "bf16_model", "2022")]["boundaries"]
     assert sorted(einsum["15"]["differ"].values()) == ["Where invalid_type"] * 2 and einsum["15"]["members"] == 6
+
+
+def test_coverage_is_each_column_s_recorded_types_over_the_listed_ones():
+    counted = {"today/bf16_model/dynamo": {"attempted": 3}, "today/fp16_model/dynamo": {"attempted": 4},
+               "2022/bf16_model/torchscript": {"attempted": 2}}
+    found = analysis.coverage(counted, {"today": 8})
+    assert found == {"today/bf16_model/dynamo": {"recorded": 3, "listed": 8, "share": 0.375},
+                     "today/fp16_model/dynamo": {"recorded": 4, "listed": 8, "share": 0.5}}  # 2022: none listed
+    lines = section.coverage_lines(found)
+    assert lines[0].endswith("today stack, of 8 listed: bf16 dynamo 3 (38%), fp16 dynamo 4 (50%).")
+    assert section.coverage_lines({}) == []  # the control: a summary made before coverage says nothing of it
+    # the committed spaces: today's lists every model type of the list file, 2022's its 143
+    listed = analysis.listed_types()
+    types = [line for line in (OUTPUTS.parent / "spaces" / "model_types-5.24.0.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert listed["today"] == len(types) == 625
+    assert listed["2022"] == 143

@@ -213,11 +213,24 @@ def stacks_compared(group: dict[str, Any], rows: list[dict[str, Any]]) -> dict[s
     return {"stack": others[0], "compared": len(found), "alike": alike, "differ": differ}
 
 
+def coverage(column_counts: dict[str, dict[str, int]], listed: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Per column of a stack whose space lists its model types: the types with a record (`attempted`: one record per
+    type), the types listed, and the share recorded (what the column's counts are over)."""
+    found = {}
+    for name, counted in column_counts.items():
+        total = listed.get(name.split("/", 1)[0])
+        if total:
+            found[name] = {"recorded": counted["attempted"], "listed": total,
+                           "share": round(counted["attempted"] / total, 4)}
+    return found
+
+
 def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = None,
             scanned: list[dict[str, Any]] | None = None, emulated: list[dict[str, Any]] | None = None,
-            ) -> dict[str, Any]:
+            listed: dict[str, int] | None = None) -> dict[str, Any]:
     """Counts per column and the refusal groups of some records (what `summary.json` holds); with the emulated
-    CUDA fp16 reruns (`where223.study.classes.emulated`), each group's `gpu_side` and the refusals only they found."""
+    CUDA fp16 reruns (`where223.study.classes.emulated`), each group's `gpu_side` and the refusals only they found;
+    with `listed` (stack -> model types its space lists), each column's coverage."""
     from where223.study.classes import emulated as emulation
 
     columns = sorted({column(r) for r in rows}, key=column_order)
@@ -229,7 +242,8 @@ def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = 
             "exporters in eval mode, judged by ONNX Runtime's CPU provider and explained"
         ),
         "columns": [{"stack": c[0], "recipe": c[1], "exporter": c[2]} for c in columns],
-        "counts": {column_name(c): counts(r for r in rows if column(r) == c) for c in columns},
+        "counts": (counted := {column_name(c): counts(r for r in rows if column(r) == c) for c in columns}),
+        "coverage": coverage(counted, listed or {}),
         "groups": [
             {**group, "opset_span": opset_span(group, scanned or []), "other_stack": stacks_compared(group, rows),
              "gpu_side": emulation.gpu_side(group, emulated or [])}
@@ -253,6 +267,14 @@ def space_sizes() -> dict[str, int]:
     return {stack: len(load_space(paths.ROOT / "spaces" / name).cells) for stack, name in SPACES.items()}
 
 
+def listed_types() -> dict[str, int]:
+    """How many model types each stack's space lists: a column's coverage is over them (no torch)."""
+    from where223.sweep.space import load_space
+
+    return {stack: len({cell.model for cell in load_space(paths.ROOT / "spaces" / name).cells})
+            for stack, name in SPACES.items()}
+
+
 def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
     """Write `summary.json` from the records under `out_dir` (None, nothing written, when it does not exist)."""
     if not Path(out_dir).is_dir():
@@ -260,7 +282,7 @@ def summarize(out_dir: Path = OUT_DIR) -> dict[str, Any] | None:
     from where223.study.classes.emulated import load_emulated_records
 
     written = summary(load_records(out_dir), space_sizes(), load_opset_records(out_dir),
-                      load_emulated_records(out_dir))
+                      load_emulated_records(out_dir), listed_types())
     publish.write_record(Path(out_dir) / SUMMARY, written, Path(out_dir).parent)
     return written
 

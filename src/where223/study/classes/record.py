@@ -63,6 +63,7 @@ class ClassesSummary(TypedDict):
     description: str
     columns: list[dict[str, str]]
     counts: dict[str, dict[str, int]]
+    coverage: dict[str, dict[str, Any]]  # column -> model types recorded, listed, the share recorded
     groups: list[dict[str, Any]]
     emulated_only: list[dict[str, Any]]
     timing: Annotated[dict[str, dict[str, Any]], SUMMARY_TIMING]

@@ -106,6 +106,22 @@ def _other_stack(compared: dict[str, Any] | None) -> str:
             + ".")
 
 
+def coverage_lines(found: dict[str, dict[str, Any]]) -> list[str]:
+    """What share of the model types each stack's space lists has a record in each column (the table's counts are
+    over those): a paragraph, or nothing for a summary made before coverage was recorded."""
+    if not found:
+        return []
+    parts = []
+    for stack in dict.fromkeys(name.split("/")[0] for name in found):
+        mine = {name: c for name, c in found.items() if name.startswith(f"{stack}/")}
+        listed = next(iter(mine.values()))["listed"]
+        shares = ", ".join(f"{_short(name)} {c['recorded']} ({c['share']:.0%})" for name, c in mine.items())
+        parts.append(f"{stack} stack, of {listed} listed: {shares}")
+    return ["Coverage per column (model types with a record, of the model types the stack's space lists; a type "
+            "without one was not run, so every count above is over the recorded types only): "
+            + "; ".join(parts) + ".", ""]
+
+
 def section(report: Report) -> None:
     """Section 7: which model types today's exporters break for ONNX Runtime in reduced precision, and why."""
     data = report.json("classes/summary.json")
@@ -126,6 +142,7 @@ def section(report: Report) -> None:
         *markdown.table(["stack", "recipe", "exporter", *HEADERS],
                         [[*c.split("/"), *(_count(data["counts"][c], k) for k in COUNTED)] for c in columns]),
         "",
+        *coverage_lines(data.get("coverage") or {}),
         "Classes of refusal (operator: what was broken), model types per recipe and exporter, one table per stack:",
         "",
     ]
@@ -234,6 +251,12 @@ def glance(report: Report) -> Glance:
                     f"({glance.quote(counts['attempted'], path, f'counts.{column}.attempted')} tried)")
     text = ("under CPU bf16 autocast ONNX Runtime refuses the types of " + " and ".join(said)
             if said else "today's stack was not swept under CPU bf16 autocast")
+    found = {name: c for name, c in (data.get("coverage") or {}).items() if name.startswith("today/")}
+    if found:
+        lowest = min(found, key=lambda name: found[name]["share"])
+        text += (f" (coverage: the thinnest column, {_short(lowest)}, has records for "
+                 f"{glance.quote(found[lowest]['recorded'], path, f'coverage.{lowest}.recorded')} of the "
+                 f"{glance.quote(found[lowest]['listed'], path, f'coverage.{lowest}.listed')} listed types)")
     today = [group for group in data["groups"] if group["stack"] == "today"]
     if today:
         largest = max(today, key=lambda group: group["size"])
