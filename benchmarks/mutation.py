@@ -198,23 +198,23 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             "type admitted) only skips building its Bindings: the two checks after it find nothing in such a "
             "parameter (no second type, nothing outside the admitted set), so a condition that skips it less often "
             "reports the same"),
-        "ReplaceBinaryOperator_Mul_Div @785 #0": "lint_types' `*` made `/`: model_path becomes positional-only "
+        "ReplaceBinaryOperator_Mul_Div @786 #0": "lint_types' `*` made `/`: model_path becomes positional-only "
         "instead of _depth and _budget keyword-only; every caller passes model_path by position and _depth and "
         "_budget by keyword, which both signatures accept",
-        "ReplaceComparisonOperator_Gt_GtE @859 #4": _ONE_SCOPE,
-        "NumberReplacer @859 #127": _ONE_SCOPE,
+        "ReplaceComparisonOperator_Gt_GtE @861 #4": _ONE_SCOPE,
+        "NumberReplacer @861 #131": _ONE_SCOPE,
         "ReplaceTrueWithFalse @412 #3": "_verdict's zip(..., strict=False): its three sequences always have two "
         "entries (inputs, outputs), so strict never raises",
-        "NumberReplacer @824 #115": "maps[-1] for maps[0] where len(maps) == 1: the same map",
-        "NumberReplacer @824 #117": "`len(maps) == 0` never holds, so every scope uses scope.type_of, which reads the "
+        "NumberReplacer @825 #115": "maps[-1] for maps[0] where len(maps) == 1: the same map",
+        "NumberReplacer @825 #117": "`len(maps) == 0` never holds, so every scope uses scope.type_of, which reads the "
         "same maps in the same order (the one-map case is a shortcut)",
-        "DropCondition @828 #23": "`known(key) or judged(key)` made `judged(key)`: the verdict cache skipped, each "
+        "DropCondition @829 #23": "`known(key) or judged(key)` made `judged(key)`: the verdict cache skipped, each "
         "node judged again with the same answer",
-        "DropCondition @791 #28": _NO_OPSET,
-        "DropCondition @792 #26": _NO_OPSET,
+        "DropCondition @792 #28": _NO_OPSET,
+        "DropCondition @793 #26": _NO_OPSET,
         "DropCondition @467 #12": "contradicting's `b.io == \"output\"` dropped: `bound` is the set of the inputs' "
         "types, so no input's binding is outside it",
-        "DropCondition @506 #15": "`bound` taking heterogeneous inputs too: no operator of onnx's or ONNX Runtime's "
+        "DropCondition @507 #15": "`bound` taking heterogeneous inputs too: no operator of onnx's or ONNX Runtime's "
         "schemas has a parameter heterogeneous on an input and homogeneous on an output, and a heterogeneous "
         "output is undecided by the `or not formal.homogeneous` after it either way",
         "DropCondition @442 #6": "homogeneous[param] taking the last formal's flag alone: the one parameter of "

@@ -38,6 +38,26 @@ def test_only_a_change_to_what_a_cell_runs_makes_its_records_older(tmp_path: Pat
     assert code_version(tmp_path / "src") == {"commit": None, "dirty": True}  # not a checkout's root
 
 
+def test_with_the_files_a_cell_read_only_those_and_data_make_its_record_older(tmp_path: Path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    base = {"src/where223/graph/lint.py": "a", "src/where223/pipeline/compare.py": "a",
+            "src/where223/autocast_lists/x.json": "a", "src/where223/study/classes/section.py": "a"}
+    first = _commit(tmp_path, base)
+    read = frozenset({"src/where223/graph/lint.py"})
+    other = _commit(tmp_path, {"src/where223/pipeline/compare.py": "b", "src/where223/study/classes/section.py": "b"})
+    assert not cell_code_changed(tmp_path, first, other, read)  # a module the cell never imported
+    assert not cell_code_changed(tmp_path, first, other)  # presentation only, by the rule without the list too
+    unread = _commit(tmp_path, {"src/where223/sweep/new.py": "c"})
+    assert not cell_code_changed(tmp_path, other, unread, read)
+    assert cell_code_changed(tmp_path, other, unread)  # the control: without the list, any cell code counts
+    data = _commit(tmp_path, {"src/where223/autocast_lists/x.json": "d"})
+    assert cell_code_changed(tmp_path, unread, data, read)  # data a cell may read, though not imported
+    linted = _commit(tmp_path, {"src/where223/graph/lint.py": "e"})
+    assert cell_code_changed(tmp_path, data, linted, read)  # a module it imported
+    assert not cell_code_changed(tmp_path, linted, linted, read)
+    assert cell_code_changed(tmp_path, "0" * 40, linted, read)  # a commit git does not know: older, list or not
+
+
 def test_a_repository_s_configured_monitor_never_runs(tmp_path: Path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     _commit(tmp_path, {"src/where223/x.py": "a"})

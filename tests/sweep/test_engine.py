@@ -142,12 +142,15 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
     assert passed["key"] == {"stack": "project", "model": "gpt2-tiny", **CELL_KEY}
     assert passed["threads"] == {"torch": 1, "omp": "1"}
     assert passed["engine"]["kind"] == "warm" and passed["engine"]["overhead_s"] is not None  # forked, warm
+    read = passed["code"]["read"]  # the files its process ran: what --rerun-older-code compares
+    assert {"src/where223/sweep/cell.py", "src/where223/graph/ort.py", "src/where223/graph/ort_child.py"} <= set(read)
     where = passed["where_error"]  # the seed's refusal, on the project's pinned stack
     assert (where["op_type"], where["param"], where["types"]) == ("Where", "T", ["float", "bfloat16"])
     assert where["node"] == "/model/transformer/h.0/attn/Where" and passed["error"]["stage"] == "load"
     assert passed["graph"]["opset"] == 17 and passed["graph"]["where_nodes"] == 2
     slept = found["engine/project/control-sleep.json"]
     assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker" and 5 <= slept["wall_s"] < 20
+    assert "read" not in slept["code"]  # the engine's own record: no list, so every change to cell code counts
     killed = found["engine/project/control-kill-worker.json"]
     assert killed["outcome"] == "crashed" and killed["error"]["type"] == "KilledWorker"
     assert "in each of 2 attempts" in killed["error"]["message"]  # retried once, then recorded

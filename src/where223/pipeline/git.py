@@ -64,14 +64,26 @@ def _presentation(path: str) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def cell_code_changed(root: Path, since: str, now: str) -> bool:
-    """Whether the code a cell runs changed between commits `since` and `now` (a file under src/where223 that does
-    more than present records); True when git cannot say (an unknown commit)."""
+def _changed(root: Path, since: str, now: str) -> frozenset[str] | None:
+    """The files under CODE that differ between commits `since` and `now`; None when git cannot say."""
     if since == now:
-        return False
+        return frozenset()
     if not since or since.startswith("-") or now.startswith("-"):
-        return True
+        return None
     status, names, _ = git(root, "diff", "--name-only", "--no-renames", "-z", since, now, "--", CODE)
     if status != 0:
+        return None
+    return frozenset(name for name in names.decode(errors="replace").split("\0") if name)
+
+
+def cell_code_changed(root: Path, since: str, now: str, read: frozenset[str] | None = None) -> bool:
+    """Whether the code a cell runs changed between commits `since` and `now`: a file under src/where223 that does
+    more than present records, or, given `read` (the Python files the cell's process imported, as the cell recorded
+    them: `where223.sweep.cell.code_read`), one of those or a file under src/where223 that is not Python (data a
+    cell may read); True when git cannot say (an unknown commit)."""
+    names = _changed(root, since, now)
+    if names is None:
         return True
-    return any(not _presentation(name) for name in names.decode(errors="replace").split("\0") if name)
+    if read is None:
+        return any(not _presentation(name) for name in names)
+    return any(name in read or not (name.endswith(".py") or _presentation(name)) for name in names)

@@ -65,6 +65,39 @@ def _exit_with_parent(parent: int | None = None, interval_s: float = 1.0) -> Non
     threading.Thread(target=watch, name="where223-parent-watch", daemon=True).start()
 
 
+# where223's modules run in processes of their own, started with `python -m` (a cell that starts one runs its file,
+# though never imports it): ONNX Runtime's calls (`where223.graph.ort`), a historic release's export
+# (`where223.gpt2.releases`); every such module where223 starts is listed, whether or not a cell starts it today
+CHILD_MODULES = ("where223.graph.ort_child", "where223.gpt2.releases")
+
+
+def code_read() -> list[str]:
+    """The repository paths (`src/where223/...`) of where223's Python files this process has imported (its
+    `__main__` among them: this module, run with `python -m`), and of CHILD_MODULES' files, sorted: what decides
+    whether a later commit changed the code this cell ran (`where223.pipeline.git.cell_code_changed`). A warm cell
+    also lists what its server preloaded: more, never less, than it ran."""
+    package = Path(__file__).resolve().parent.parent  # src/where223
+    found = set()
+    names = [name for name in list(sys.modules) if name in ("where223", "__main__") or name.startswith("where223.")]
+    for name in [*names, *CHILD_MODULES]:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None) if module is not None else _module_file(name, package)
+        if isinstance(file, str):
+            path = Path(file).resolve()
+            if path.suffix == ".py" and path.is_relative_to(package):
+                found.add(f"src/where223/{path.relative_to(package).as_posix()}")
+    return sorted(found)
+
+
+def _module_file(name: str, package: Path) -> str | None:
+    """The file of a where223 module not imported here, found by its name (a module or a package's __init__)."""
+    base = package.joinpath(*name.split(".")[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
 def main(argv: Sequence[str] | None = None, parent: int | None = None) -> int:
     """Run one cell and write its record (`parent`: the process whose death ends this one, when not the worker
     that WHERE223_SWEEP_WORKER_PID names)."""
@@ -86,6 +119,7 @@ def main(argv: Sequence[str] | None = None, parent: int | None = None) -> int:
     record.update({"key": key, "stack": stack, "recorded_by": "cell", "recorded_at": now()})
     if torch is not None:
         record["threads"] = {"torch": torch.get_num_threads(), "omp": os.environ.get("OMP_NUM_THREADS")}
+    record["code"] = {"read": code_read()}
     records.write_json(args.out, record)
     print(f"{key['model']}: {record['outcome']}", flush=True)
     return 0

@@ -261,13 +261,17 @@ def _identity(space: Space, cell: Cell, identity: Mapping[str, str]) -> dict[str
 
 
 def _same_cell_code(code: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
-    """Whether a record's `code` is this checkout's cell code (see `run`)."""
+    """Whether a record's `code` is this checkout's cell code (see `run`): made at a commit whose cell code is this
+    one's, judged by the files the cell's process read where its record lists them (`code.read`), else by every
+    file under src/where223 that does more than present records."""
 
     def current(made_by: Mapping[str, Any]) -> bool:
         commit = made_by.get("commit")
         if not isinstance(commit, str) or made_by.get("dirty") is not False or not code["commit"]:
             return False
-        return not git.cell_code_changed(paths.ROOT, commit, code["commit"])
+        read = made_by.get("read")
+        read = frozenset(read) if isinstance(read, list) and all(isinstance(n, str) for n in read) else None
+        return not git.cell_code_changed(paths.ROOT, commit, code["commit"], read)
 
     return current
 
@@ -313,7 +317,8 @@ def run(
     def publish_record(cell: Cell, record: dict[str, Any]) -> None:
         for name, value in _identity(space, cell, fields).items():
             record.setdefault(name, value)
-        record["code"] = code
+        read = record.get("code", {}).get("read") if isinstance(record.get("code"), dict) else None
+        record["code"] = {**code, "read": read} if isinstance(read, list) else code  # what the cell's process read
         publish.write_record(space.record_path(cell, output_root), record, output_root)
         counts[str(record["outcome"])] += 1
         progress.add(record)
