@@ -173,22 +173,27 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "is left out without the `entry and` before it",
     },
     "graph/guards": {
-        **dict.fromkeys(("NumberReplacer @334 #64", "NumberReplacer @334 #65", "NumberReplacer @335 #66",
-                         "NumberReplacer @335 #67"),
+        **dict.fromkeys(("NumberReplacer @344 #66", "NumberReplacer @344 #67", "NumberReplacer @345 #68",
+                         "NumberReplacer @345 #69"),
                         "newest_opsets' starting value for max() moved by one: every schema's since_version and "
                         "onnx_opset_version() are at least 1, so max() gives the same"),
         "NumberReplacer @98 #18": "a finished function marked 3 for 2: the search reads only `== 1` (on the path) "
         "and `in state` (seen), which 3 answers as 2 does",
-        "RemoveDecorator @328 #0": "newest_opsets without its cache: the same answer computed on every call",
-        **dict.fromkeys(("ReplaceComparisonOperator_Is_IsNot @428 #4", "DropCondition @428 #9"),
+        "RemoveDecorator @338 #0": "newest_opsets without its cache: the same answer computed on every call",
+        **dict.fromkeys(("ReplaceComparisonOperator_Is_IsNot @441 #6", "DropCondition @441 #17"),
                         "_tensors walking every node of a graph it has a read of, instead of the nodes the read found "
                         "holding a tensor or graph attribute: a read is looked up by id(graph), so `read.graph is "
                         "graph` always holds, and the nodes left out hold no tensor: the same tensors, more slowly"),
-        "ReplaceTrueWithFalse @463 #0": "external_tensors asking _tensors for every initializer rather than only a "
+        "ReplaceTrueWithFalse @476 #0": "external_tensors asking _tensors for every initializer rather than only a "
         "graph's whose initializers include an external one: it keeps only data_location EXTERNAL tensors either "
         "way (the flag saves the walk over graphs that have none)",
-        "NumberReplacer @312 #63": "missing[-1] for missing[0]: _READ_UNCHECKED lists one required attribute per op, "
+        "NumberReplacer @321 #65": "missing[-1] for missing[0]: _READ_UNCHECKED lists one required attribute per op, "
         "so `missing` has one entry",
+        **dict.fromkeys(("ReplaceComparisonOperator_LtE_Lt @229 #0", "ReplaceComparisonOperator_GtE_Gt @229 #0",
+                         "NumberReplacer @229 #44"),
+                        "check_opsets' shortcut (every version within bounds, tested at once) made narrower: a "
+                        "version at its edge (0, 2**31 - 1) then goes to the loop after it, which accepts it the same; "
+                        "what the shortcut wrongly let through would be killed (-1 and 2**31 are refused both ways)"),
     },
     "graph/lint": {
         **dict.fromkeys(

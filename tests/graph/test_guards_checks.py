@@ -114,14 +114,27 @@ def test_a_location_in_a_symlink_loop_is_refused(tmp_path):
         guards.check_external_data(_external(tmp_path, location="loop/w.bin"), tmp_path)
 
 
-def test_opset_versions_from_zero_to_int32_max_pass_and_none_beyond():
-    model = _calling([], [], extra=1)
-    model.opset_import[0].version = 0
-    guards.check_opsets(model)
+@pytest.mark.parametrize("with_function", [False, True])  # a function's opsets are read one by one, not at once
+def test_opset_versions_from_zero_to_int32_max_pass_and_none_beyond(with_function):
+    function = helper.make_function("local", "f", ["x"], ["y"], [helper.make_node("Relu", ["x"], ["y"])],
+                                    [helper.make_opsetid("", 17)])
+    model = _calling([function] if with_function else [], [], extra=1)
+    for version in (0, 2**31 - 1):
+        model.opset_import[0].version = version
+        guards.check_opsets(model)
+        guards.check_opsets(model, list(model.opset_import))  # as check_structure hands them over
     for version in (-1, 2**31):
         model.opset_import[0].version = version
         with pytest.raises(StructureError, match=f"opset {version} of ai.onnx"):
             guards.check_opsets(model)
+    if with_function:
+        model.opset_import[0].version = 17
+        model.functions[0].opset_import[0].version = -1
+        with pytest.raises(StructureError, match="opset -1 of ai.onnx of function local.f"):
+            guards.check_opsets(model)
+        model.functions[0].opset_import[0].version = 17
+    del model.opset_import[:]  # a model read in memory has not been through the loader's check for imports
+    guards.check_opsets(model)
 
 
 def test_the_newest_opsets_are_per_domain_and_a_newest_declared_one_is_no_note():
@@ -132,6 +145,7 @@ def test_the_newest_opsets_are_per_domain_and_a_newest_declared_one_is_no_note()
     assert guards.usable_opsets({"": newest[""]}) == ({"": newest[""]}, [])
     usable, notes = guards.usable_opsets({"": newest[""] + 1})
     assert usable == {"": newest[""]} and len(notes) == 1
+    assert guards.usable_opsets({"custom": 5, "": 17}) == ({"custom": 5, "": 17}, [])  # a domain onnx has no schemas of
 
 
 def test_messages_cut_a_long_name_at_their_stated_lengths():

@@ -73,3 +73,46 @@ def test_a_tensor_outside_the_folder_is_refused_with_the_graphs_given(location, 
         guards.check_external_locations(model, tmp_path, read_graphs(model.graph))
     control = _if_model()  # every location inside the folder
     guards.check_external_locations(control, tmp_path, read_graphs(control.graph))
+
+
+def _plain() -> onnx.ModelProto:
+    return helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", F32, [1])],
+        [helper.make_tensor_value_info("y", F32, [1])]))
+
+
+def _with(change) -> onnx.ModelProto:
+    model = _plain()
+    change(model)
+    return model
+
+
+def test_the_quick_test_for_external_data_says_yes_wherever_the_walk_has_a_tensor_to_check():
+    plain = _plain()
+    assert not guards.may_hold_external(plain, read_graphs(plain.graph))
+    inline = _with(lambda m: m.graph.initializer.append(helper.make_tensor("w", F32, [1], [1.0])))
+    assert not guards.may_hold_external(inline, read_graphs(inline.graph))  # the control: inline keeps nothing out
+    cases = {
+        "external initializer": _with(lambda m: m.graph.initializer.append(hostile.external("w.bin"))),
+        "sparse initializer": _with(lambda m: m.graph.sparse_initializer.append(helper.make_sparse_tensor(
+            helper.make_tensor("v", F32, [1], [1.0]), helper.make_tensor("i", TensorProto.INT64, [1], [0]), [2]))),
+        "function": _with(lambda m: m.functions.append(helper.make_function("local", "f", ["a"], ["b"], [
+            helper.make_node("Identity", ["a"], ["b"])], [helper.make_opsetid("", 17)]))),
+        "training graph": _with(lambda m: m.training_info.add()),
+        "tensor or graph attribute": _if_model(),
+    }
+    for what, model in cases.items():
+        graphs = read_graphs(model.graph)
+        assert guards.may_hold_external(model, graphs), what
+        assert guards.may_hold_external(model, graphs[::-1]), what  # the main graph's read found wherever it is
+        assert guards.may_hold_external(model, []), what  # graphs not read: the walk decides
+    assert guards.may_hold_external(plain, [])
+
+
+def test_the_external_walk_takes_its_graphs_as_any_iterable(tmp_path):
+    outside = _with(lambda m: m.graph.initializer.append(hostile.external("../w.bin")))
+    for graphs in (read_graphs(outside.graph), iter(read_graphs(outside.graph)), tuple(read_graphs(outside.graph))):
+        with pytest.raises(guards.StructureError, match="outside"):
+            guards.check_external_locations(outside, tmp_path, graphs)
+    inside = _with(lambda m: m.graph.initializer.append(hostile.external("w.bin")))  # the control: a file inside
+    guards.check_external_locations(inside, tmp_path, iter(read_graphs(inside.graph)))

@@ -1,5 +1,5 @@
 """nodes.read_graphs: a graph of a few nodes (read by a plain loop) and one of many (read by C iterators) give the
-same reading; each graph's values are read with it; the guards' quick test for external data agrees with the walk."""
+same reading; each graph's values are read with it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from where223.graph import guards, nodes
+from where223.graph import nodes
 
 
 def _model(count: int) -> onnx.ModelProto:
@@ -55,28 +55,3 @@ def test_the_plain_loop_and_the_c_iterators_read_a_graph_alike(count, monkeypatc
     holding = [k for k in range(count) if k % 4 in (1, 2)]  # the Constant's tensor, the If's graphs
     assert main[4] == holding
     assert len(small) == 1 + 2 * len([k for k in range(count) if k % 4 == 2])  # each If's two branches
-
-
-def test_the_quick_test_for_external_data_says_yes_wherever_the_walk_has_a_tensor_to_check():
-    plain = helper.make_model(helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]))
-    assert not guards.may_hold_external(plain, nodes.read_graphs(plain.graph))
-    assert list(guards.external_tensors(plain)) == []
-    external = onnx.ModelProto()
-    external.CopyFrom(plain)
-    tensor = external.graph.initializer.add(name="w", data_type=TensorProto.FLOAT, dims=[1])
-    tensor.data_location = TensorProto.EXTERNAL
-    tensor.external_data.add(key="location", value="w.bin")
-    assert guards.may_hold_external(external, nodes.read_graphs(external.graph))
-    inline = onnx.ModelProto()  # the control: an inline initializer keeps nothing outside
-    inline.CopyFrom(plain)
-    inline.graph.initializer.add(name="w", data_type=TensorProto.FLOAT, dims=[1], float_data=[1.0])
-    assert not guards.may_hold_external(inline, nodes.read_graphs(inline.graph))
-    for holder in (_model(2), _model(3)):  # a Constant's tensor, an If's graphs: the walk must look inside
-        assert guards.may_hold_external(holder, nodes.read_graphs(holder.graph))
-    with_function = onnx.ModelProto()
-    with_function.CopyFrom(plain)
-    with_function.functions.add(name="f", domain="local")
-    assert guards.may_hold_external(with_function, nodes.read_graphs(with_function.graph))
-    assert guards.may_hold_external(plain, [])  # graphs not read: the walk decides
