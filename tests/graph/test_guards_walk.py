@@ -81,6 +81,16 @@ def _plain() -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", F32, [1])]))
 
 
+def _plain_if() -> onnx.ModelProto:
+    """An If whose branches hold no tensor: of its graphs only the main graph's read holds a node (the If)."""
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "branch", [],
+                               [helper.make_tensor_value_info("b", F32, [1])])
+    return helper.make_model(helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", F32, [1])],
+        [helper.make_tensor_value_info("y", F32, [1])]))
+
+
 def _with(change) -> onnx.ModelProto:
     model = _plain()
     change(model)
@@ -100,6 +110,7 @@ def test_the_quick_test_for_external_data_says_yes_wherever_the_walk_has_a_tenso
             helper.make_node("Identity", ["a"], ["b"])], [helper.make_opsetid("", 17)]))),
         "training graph": _with(lambda m: m.training_info.add()),
         "tensor or graph attribute": _if_model(),
+        "graph attribute alone": _plain_if(),  # only the main graph's read says it: its branches hold nothing
     }
     for what, model in cases.items():
         graphs = read_graphs(model.graph)
