@@ -245,19 +245,12 @@ EQUIVALENT: dict[str, dict[str, str]] = {
                         "folder_files' placeholder entry for a folder just opened (its depth + 2, + 0 or - 1): the "
                         "next line replaces it with its depth + 1 before anything reads its depth; the placeholder "
                         "is there only so that the finally block closes the folder if listing it fails"),
-        "DropCondition @347 #18": "_leaves' fast path without its type test (`reference == rerun` alone): it then "
-        "also returns early for equal values of different types (1 and 1.0, True and 1), which the leaf test below "
-        "finds equal too and yields nothing for either way",
-        **dict.fromkeys(("DropCondition @357 #26", "DropCondition @357 #28", "DropCondition @357 #29"),
-                        "_leaves' `not (numbers and equal)` clause, or a part of it, dropped: `reference != rerun` "
-                        "before it already leaves out numbers equal across int and float (1 != 1.0 is False), so "
-                        "whenever it is reached the clause is true"),
-        "DropCondition @383 #39": "_tolerance's `isinstance(holder, list)` dropped before an int key: a key is an "
+        "DropCondition @401 #40": "_tolerance's `isinstance(holder, list)` dropped before an int key: a key is an "
         "int only as a list index (`_leaves` gives a mapping's keys as str), so the holder is a list whenever it is "
         "asked",
-        "DropCondition @383 #41": "_tolerance's `key < len(holder)` dropped: the keys are the path of a leaf "
+        "DropCondition @401 #42": "_tolerance's `key < len(holder)` dropped: the keys are the path of a leaf "
         "`_leaves` found in this very record, so every index is below its list's length",
-        "ReplaceComparisonOperator_Lt_LtE @383 #0": "_tolerance's `key < len(holder)` as <=: the keys are the path "
+        "ReplaceComparisonOperator_Lt_LtE @401 #0": "_tolerance's `key < len(holder)` as <=: the keys are the path "
         "of a leaf `_leaves` found in this very record (lists of unequal length are one difference, not walked), so "
         "every index is below its list's length and the bound, defensive, never decides",
         "ReplaceTrueWithFalse @355 #3": "_leaves' zip(..., strict=False) over two lists it has just found of one "
@@ -269,6 +262,16 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "ReplaceBinaryOperator_BitOr_BitAnd @178 #7": _SECOND_LAYER,
         "ReplaceFalseWithTrue @185 #0": "a link to a folder listed as a folder: opening it with O_NOFOLLOW fails "
         "and it is left out, as the listing leaves it out (the two layers each refuse a link)",
+        **dict.fromkeys(("ReplaceTrueWithFalse @365 #4", "ReplaceTrueWithFalse @367 #5",
+                         "ReplaceTrueWithFalse @367 #6"),
+                        "_same_text answering \"not the same\" where it could say the same (for two equal leaves, or "
+                        "by one side's JSON text unsorted): _leaves then walks the subtree leaf by leaf, and the walk, "
+                        "which decides, finds no difference in it; the shortcut only saves that walk"),
+        **dict.fromkeys(("ReplaceFalseWithTrue @369 #2", "ExceptionReplacer @368 #5", "ExceptionReplacer @368 #6"),
+                        "_same_text's except clause, which no record reaches: its subtrees are parsed JSON that "
+                        "Python's == has just found equal, so they hold no cycle and no value the encoder refuses "
+                        "(NaN and the infinities it writes), and the encoder goes one recursion level deeper per "
+                        "nesting level, as == did without reaching the limit"),
     },
     "cuda_autocast": {
         "NumberReplacer @142 #6": "release_of's split(\"+\", 2)[0] for split(\"+\", 1)[0]: the part before the first "
