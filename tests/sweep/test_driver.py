@@ -29,44 +29,61 @@ def in_process(monkeypatch):
                            silence_logs=40)
     client = Client(cluster, set_as_default=False)
     events: list[tuple[str, str]] = []
+    records: list[dict] = []
     submit = client.submit
 
     def spied(function, cell_key, *args, **kwargs):
         events.append(("submitted", cell_key["model"] + cell_key["recipe"] + cell_key["exporter"]))
         return submit(function, cell_key, *args, **kwargs)
 
-    def instant(key, space, timeout_s, threads=1, runner=None):
+    def instant(key, space, timeout_s, threads=1, runner=None, engine="warm"):
+        if (key["model"], key["recipe"], key["exporter"]) == ("control-sleep", "fp16_model", "torchscript"):
+            lost = timeout_s == 60  # lost once: run again, longer
+            return {"key": dict(key), "outcome": "timeout" if lost else "accepted",
+                    "recorded_by": "worker" if lost else "cell", "timeout_s": timeout_s, "engine": {}}
         return {"key": dict(key), "outcome": "accepted", "recorded_by": "cell"}
 
     def published(path, record, output_root):
         key = record["key"]
         events.append(("published", key["model"] + key["recipe"] + key["exporter"]))
+        records.append(record)
 
     monkeypatch.setattr(client, "submit", spied)
     monkeypatch.setattr(driver, "connect", lambda scheduler, workers: (client, cluster))
     monkeypatch.setattr(driver, "execute", instant)
     monkeypatch.setattr(driver.publish, "write_record", published)
+    monkeypatch.setattr(driver, "_published", records, raising=False)  # read by the tests below
     yield events
     client.close()
     cluster.close()
 
 
 def test_cells_go_a_window_at_a_time_in_the_spaces_order(tmp_path, in_process):
-    """One single-threaded worker: at most 2 cells in its hands at once, submitted in the space's order."""
+    """One single-threaded worker: at most 2 cells in its hands at once, submitted in the space's order (and the
+    one cell the engine lost, once more right after it, with three times its limit)."""
     space = _space(tmp_path)
     assert driver.window(driver.connect(None, None)[0]) == 2
     counts = driver.run(space, output_root=tmp_path / "out")
-    assert sum(counts.values()) == len(space.cells) == 12
+    assert sum(counts.values()) == len(space.cells) == 12 and counts == {"accepted": 12}
     submitted = [name for kind, name in in_process if kind == "submitted"]
-    assert submitted == [c.model + c.recipe + c.exporter for c in space.cells]
+    lost = "control-sleepfp16_modeltorchscript"
+    order = [c.model + c.recipe + c.exporter for c in space.cells]
+    assert [name for name in submitted if name != lost] == [name for name in order if name != lost]
+    assert submitted.count(lost) == 2
     assert _peak(in_process) <= 2
+    (again,) = [r for r in driver._published if r["key"]["model"] + r["key"]["recipe"] + r["key"]["exporter"] == lost]
+    assert again["timeout_s"] == 60 * driver.LONGER_LIMIT  # the second run's limit
+    assert again["engine"]["first_run"] == {"outcome": "timeout", "timeout_s": 60, "error": None}
+    others = [r for r in driver._published if r is not again]
+    assert all("first_run" not in r.get("engine", {}) for r in others)  # the control: cells not lost run once
 
 
 def _peak(events: list[tuple[str, str]]) -> int:
-    in_hands = peak = 0
-    for kind, _ in events:
-        in_hands += 1 if kind == "submitted" else -1
-        peak = max(peak, in_hands)
+    in_hands: set[str] = set()  # cells submitted and not yet published (a lost cell's rerun follows its first run)
+    peak = 0
+    for kind, name in events:
+        (in_hands.add if kind == "submitted" else in_hands.discard)(name)
+        peak = max(peak, len(in_hands))
     return peak
 
 

@@ -149,11 +149,15 @@ def test_four_kinds_of_cell_through_a_running_scheduler(cluster, tmp_path):
     assert where["node"] == "/model/transformer/h.0/attn/Where" and passed["error"]["stage"] == "load"
     assert passed["graph"]["opset"] == 17 and passed["graph"]["where_nodes"] == 2
     slept = found["engine/project/control-sleep.json"]
-    assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker" and 5 <= slept["wall_s"] < 20
+    assert slept["outcome"] == "timeout" and slept["recorded_by"] == "worker"
+    assert 15 <= slept["wall_s"] < 30  # run once more with three times the limit before its record counts
+    first = slept["engine"]["first_run"]
+    assert (first["outcome"], first["timeout_s"]) == ("timeout", 5) and first["error"]["type"] == "Timeout"
     assert "read" not in slept["code"]  # the engine's own record: no list, so every change to cell code counts
     killed = found["engine/project/control-kill-worker.json"]
     assert killed["outcome"] == "crashed" and killed["error"]["type"] == "KilledWorker"
     assert "in each of 2 attempts" in killed["error"]["message"]  # retried once, then recorded
+    assert "first_run" not in killed.get("engine", {})  # run twice already: not a third time
     for model in ("gpt2-tiny", "control-kill-worker"):
         broken = found[f"engine/broken/{model}.json"]
         assert broken["outcome"] == "not_built" and broken["error"]["stage"] == "stack"
@@ -177,6 +181,7 @@ def test_resume_runs_only_missing_or_foreign_records_and_force_reruns(cluster, t
     exited = outputs / "engine/project/control-exit.json"
     assert json.loads(exited.read_text())["outcome"] == "crashed"
     assert "exit status 3" in json.loads(exited.read_text())["error"]["message"]
+    assert json.loads(exited.read_text())["engine"]["first_run"]["outcome"] == "crashed"  # lost twice, then counted
     slept = outputs / "engine/project/control-sleep.json"
     foreign = {**json.loads(slept.read_text()), "key": {**json.loads(slept.read_text())["key"], "opset": 18}}
     slept.write_text(json.dumps(foreign))  # another cell's record at this path: not this cell's

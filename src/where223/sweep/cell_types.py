@@ -51,12 +51,16 @@ class _EngineFactsRequired(TypedDict):
 class EngineFacts(_EngineFactsRequired, total=False):
     """How the engine ran the cell (`where223.sweep.worker`; a record older than the warm engine has none of
     these): forked from its stack's warm server or in a new interpreter, the cell's wall time less its timed
-    stages, the warm server's start when this cell started one, and why a stack's cells ran cold."""
+    stages, the warm server's start when this cell started one, why a stack's cells ran cold, and the first run
+    of a cell the engine lost once."""
 
     kind: Annotated[str, ENVIRONMENT]  # "warm" or "cold"
     overhead_s: Annotated[float | None, TIMING]
     server_start_s: Annotated[float, TIMING]
     warm_refused: Annotated[str, ENVIRONMENT]
+    # the cell's first run, which the engine lost (timeout, crashed), before this one with a longer limit
+    # (`where223.sweep.driver.LONGER_LIMIT`): whether a limit sufficed the first time depends on the machine's load
+    first_run: Annotated[dict[str, Any], TIMING]
 
 
 class EngineError(TypedDict):

@@ -49,7 +49,11 @@ SCHEDULER_CONFIG: dict[str, Any] = {
 CONNECT_TIMEOUT_S = 5  # a running scheduler answers in milliseconds
 KEPT_FILE_BYTES = 256 * 2**20  # a cell's work files above this are removed once its record is read (see execute)
 ATTEMPTS = 2  # a cell whose worker died is submitted once more, then recorded `crashed`
+# a cell the engine lost (`timeout`, or `crashed` in its own process) runs once more, its limit the space's times
+# this, before its record counts (a model a busy machine made slow, a crash that does not come back)
+LONGER_LIMIT = 3
 ENGINE_FAILURES = frozenset({Outcome.TIMEOUT, Outcome.CRASHED, Outcome.NOT_RUN})
+LOST = frozenset({Outcome.TIMEOUT, Outcome.CRASHED})  # what a rerun with a longer limit may yet finish
 
 
 def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int = 1,
@@ -344,13 +348,15 @@ def run(
         order = {cell: position for position, cell in enumerate(todo)}
         queue = iter(todo)
 
-        def submit(cell: Cell, attempt: int) -> Any:
+        def submit(cell: Cell, attempt: int, timeout_s: float = space.timeout_s) -> Any:
             future = client.submit(
-                execute, cell.key(), space.name, space.timeout_s, runner=space.runner, engine=engine,
+                execute, cell.key(), space.name, timeout_s, runner=space.runner, engine=engine,
                 key=f"{space.name}-{cell.ident()}-{attempt}", pure=False, retries=0, priority=-order[cell],
             )  # fmt: skip
             futures[future] = (cell, attempt)
             return future
+
+        lost: dict[Cell, dict[str, Any]] = {}  # each cell's first run, where the engine lost it
 
         # The cells go to Dask a window at a time, in the space's order, the next as each one ends: handed all at
         # once, even with the space's order as their priority, a real sweep ran them in an order of its own
@@ -365,6 +371,13 @@ def run(
                 if record is None:  # its worker died: once more
                     pending.add(submit(cell, attempt + 1))
                     continue
+                if record.get("outcome") in LOST and attempt < ATTEMPTS and cell not in lost:  # once more, longer
+                    lost[cell] = {"outcome": record["outcome"], "timeout_s": space.timeout_s,
+                                  "error": record.get("error")}
+                    pending.add(submit(cell, attempt + 1, space.timeout_s * LONGER_LIMIT))
+                    continue
+                if cell in lost:
+                    record.setdefault("engine", {})["first_run"] = lost.pop(cell)
                 publish_record(cell, record)
                 for following in itertools.islice(queue, max(0, window(client) - len(futures))):
                     pending.add(submit(following, 1))
