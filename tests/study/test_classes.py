@@ -317,8 +317,9 @@ def test_coverage_is_each_column_s_recorded_types_over_the_listed_ones():
     counted = {"today/bf16_model/dynamo": {"attempted": 3}, "today/fp16_model/dynamo": {"attempted": 4},
                "2022/bf16_model/torchscript": {"attempted": 2}}
     found = analysis.coverage(counted, {"today": 8})
-    assert found == {"today/bf16_model/dynamo": {"recorded": 3, "listed": 8, "share": 0.375},
-                     "today/fp16_model/dynamo": {"recorded": 4, "listed": 8, "share": 0.5}}  # 2022: none listed
+    lost = {"lost": 0, "lost_share": 0.0, "lost_under_target": True}
+    assert found == {"today/bf16_model/dynamo": {"recorded": 3, "listed": 8, "share": 0.375, **lost},
+                     "today/fp16_model/dynamo": {"recorded": 4, "listed": 8, "share": 0.5, **lost}}  # 2022: none listed
     lines = section.coverage_lines(found)
     assert lines[0].endswith("today stack, of 8 listed: bf16 dynamo 3 (38%), fp16 dynamo 4 (50%).")
     assert section.coverage_lines({}) == []  # the control: a summary made before coverage says nothing of it
@@ -328,3 +329,32 @@ def test_coverage_is_each_column_s_recorded_types_over_the_listed_ones():
              if line.strip() and not line.startswith("#")]
     assert listed["today"] == len(types) == 625
     assert listed["2022"] == 143
+
+
+def test_a_cell_the_engine_lost_counts_against_its_column_and_a_not_run_one_is_no_attempt():
+    """`not_run` (a deadline's leftover) is no attempt; it, a timeout and a crash are lost, each column's lost cells
+    are set against the target (under 2% of its listed types), and the section says which column is worst and
+    whether the target is met. The control: one lost cell of 50 listed (2%) is not under the target."""
+    rows = [{"outcome": "accepted", "built": True}, {"outcome": "not_run"}, {"outcome": "timeout"},
+            {"outcome": "crashed"}, {"outcome": "type_error"}]
+    counted = analysis.counts(rows)
+    assert counted["attempted"] == 4 and counted["lost"] == 3
+    assert analysis.LOST_TARGET == 0.02
+    found = analysis.coverage({"today/bf16_model/dynamo": counted}, {"today": 200})
+    assert found["today/bf16_model/dynamo"] == {"recorded": 4, "listed": 200, "share": 0.02, "lost": 3,
+                                                "lost_share": 0.015, "lost_under_target": True}
+    line = section.coverage_lines(found, analysis.LOST_TARGET)[0]
+    assert "bf16 dynamo 4 (2%, 3 lost)" in line
+    assert line.endswith("at most 3 of a column's 200 types (bf16 dynamo, 1.5%); the target, under 2% of every "
+                         "column, is not yet judged: it holds for the cells run so far, and up to 196 listed types "
+                         "of a column have no record of a run.")  # a column not swept whole is no verdict
+    whole = analysis.coverage({"today/bf16_model/dynamo": {"attempted": 200, "lost": 3}}, {"today": 200})
+    assert section.coverage_lines(whole, analysis.LOST_TARGET)[0].endswith("(bf16 dynamo, 1.5%); the target, "
+                                                                           "under 2% of every column, is met.")
+    over = analysis.coverage({"today/fp16_model/dynamo": {"attempted": 50, "lost": 1}}, {"today": 50})
+    assert over["today/fp16_model/dynamo"]["lost_under_target"] is False  # 2% is not under 2%
+    both = {**found, **over}
+    line = section.coverage_lines(both, analysis.LOST_TARGET)[0]
+    assert "at most 1 of a column's 50 types (fp16 dynamo, 2.0%)" in line
+    assert line.endswith("is not met: the counts above lack those cells' verdicts.")
+    assert "target" not in section.coverage_lines(found)[0]  # a summary without a target: no verdict said

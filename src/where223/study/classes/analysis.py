@@ -78,13 +78,21 @@ def judged_counts(checks: Iterable[dict[str, Any]], prefix: str = "") -> dict[st
             f"{key}not_judged": sum(said == NOT_JUDGED for said, _ in verdicts)}  # fmt: skip
 
 
+# The cells the engine lost: stopped at their time limit, their process dead, or left by a sweep's deadline (a
+# resumed sweep runs a `not_run` cell again); issue 40's target: under 2% of each column's listed model types.
+LOST: frozenset[Outcome] = frozenset({Outcome.TIMEOUT, Outcome.CRASHED, Outcome.NOT_RUN})
+LOST_TARGET = 0.02
+
+
 def counts(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """attempted, built, fed, exported and judged counts, then ONNX Runtime's verdicts and the eager comparisons
-    (`within_tolerance` never counting one that could not have failed: `not_judged`)."""
+    """attempted (every record but a `not_run` one: that cell did not run), built, fed, exported and judged counts,
+    then ONNX Runtime's verdicts, the eager comparisons (`within_tolerance` never counting one that could not have
+    failed: `not_judged`) and the cells the engine lost (`LOST`, `not_run` included)."""
     rows = list(rows)
     numerics = [r.get("numerics") or {} for r in rows]
     return {
-        "attempted": len(rows),
+        "attempted": sum(r.get("outcome") != Outcome.NOT_RUN for r in rows),
+        "lost": sum(r.get("outcome") in LOST for r in rows),
         "built": sum(bool(r.get("built")) for r in rows),
         "fed": sum(bool(r.get("fed")) for r in rows),
         "exported": sum(bool(r.get("exported")) for r in rows),
@@ -214,14 +222,19 @@ def stacks_compared(group: dict[str, Any], rows: list[dict[str, Any]]) -> dict[s
 
 
 def coverage(column_counts: dict[str, dict[str, int]], listed: dict[str, int]) -> dict[str, dict[str, Any]]:
-    """Per column of a stack whose space lists its model types: the types with a record (`attempted`: one record per
-    type), the types listed, and the share recorded (what the column's counts are over)."""
+    """Per column of a stack whose space lists its model types: the types with a record of a run (`attempted`: one
+    record per type, a `not_run` one not counted), the types listed, the share recorded (what the column's counts
+    are over), and the cells the engine lost (`LOST`) with their share of the listed types, under `LOST_TARGET` or
+    not."""
     found = {}
     for name, counted in column_counts.items():
         total = listed.get(name.split("/", 1)[0])
         if total:
+            lost = counted.get("lost", 0)
             found[name] = {"recorded": counted["attempted"], "listed": total,
-                           "share": round(counted["attempted"] / total, 4)}
+                           "share": round(counted["attempted"] / total, 4),
+                           "lost": lost, "lost_share": round(lost / total, 4),
+                           "lost_under_target": lost / total < LOST_TARGET}
     return found
 
 
@@ -244,6 +257,7 @@ def summary(rows: list[dict[str, Any]], cells_in_space: dict[str, int] | None = 
         "columns": [{"stack": c[0], "recipe": c[1], "exporter": c[2]} for c in columns],
         "counts": (counted := {column_name(c): counts(r for r in rows if column(r) == c) for c in columns}),
         "coverage": coverage(counted, listed or {}),
+        "lost_target": LOST_TARGET,
         "groups": [
             {**group, "opset_span": opset_span(group, scanned or []), "other_stack": stacks_compared(group, rows),
              "gpu_side": emulation.gpu_side(group, emulated or [])}

@@ -63,7 +63,8 @@ class ClassesSummary(TypedDict):
     description: str
     columns: list[dict[str, str]]
     counts: dict[str, dict[str, int]]
-    coverage: dict[str, dict[str, Any]]  # column -> model types recorded, listed, the share recorded
+    coverage: dict[str, dict[str, Any]]  # column -> model types recorded, listed, the share recorded, lost cells
+    lost_target: float  # the ceiling on a column's lost cells, as a share of its listed types (issue 40)
     groups: list[dict[str, Any]]
     emulated_only: list[dict[str, Any]]
     timing: Annotated[dict[str, dict[str, Any]], SUMMARY_TIMING]

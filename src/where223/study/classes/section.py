@@ -106,20 +106,46 @@ def _other_stack(compared: dict[str, Any] | None) -> str:
             + ".")
 
 
-def coverage_lines(found: dict[str, dict[str, Any]]) -> list[str]:
+def _lost(c: dict[str, Any]) -> str:
+    """A column's lost cells, where its coverage records them: `, 3 lost`."""
+    return f", {c['lost']} lost" if c.get("lost") else ""
+
+
+def lost_line(found: dict[str, dict[str, Any]], target: float | None) -> str:
+    """The engine's worst column (lost cells: timed out, crashed, or left by a deadline) against the summary's
+    target; nothing where the coverage does not record lost cells."""
+    counted = {name: c for name, c in found.items() if "lost_share" in c}
+    if not counted or target is None:
+        return ""
+    worst = max(counted, key=lambda name: counted[name]["lost_share"])
+    missing = max(c["listed"] - c["recorded"] for c in counted.values())
+    if not all(c["lost_under_target"] for c in counted.values()):
+        verdict = "not met: the counts above lack those cells' verdicts."
+    elif missing > 0:  # lost cells are counted among the records: types without one are not under the target yet
+        verdict = (f"not yet judged: it holds for the cells run so far, and up to {missing} listed types of a column "
+                   "have no record of a run.")
+    else:
+        verdict = "met."
+    return (f" The engine lost (a time-out, a crash, or a cell left by a sweep's deadline) at most "
+            f"{counted[worst]['lost']} of a column's {counted[worst]['listed']} types ({_short(worst)}, "
+            f"{counted[worst]['lost_share']:.1%}); the target, under {target:.0%} of every column, is " + verdict)
+
+
+def coverage_lines(found: dict[str, dict[str, Any]], target: float | None = None) -> list[str]:
     """What share of the model types each stack's space lists has a record in each column (the table's counts are
-    over those): a paragraph, or nothing for a summary made before coverage was recorded."""
+    over those), and how many cells the engine lost against `target`: a paragraph, or nothing for a summary made
+    before coverage was recorded."""
     if not found:
         return []
     parts = []
     for stack in dict.fromkeys(name.split("/")[0] for name in found):
         mine = {name: c for name, c in found.items() if name.startswith(f"{stack}/")}
         listed = next(iter(mine.values()))["listed"]
-        shares = ", ".join(f"{_short(name)} {c['recorded']} ({c['share']:.0%})" for name, c in mine.items())
+        shares = ", ".join(f"{_short(name)} {c['recorded']} ({c['share']:.0%}{_lost(c)})" for name, c in mine.items())
         parts.append(f"{stack} stack, of {listed} listed: {shares}")
-    return ["Coverage per column (model types with a record, of the model types the stack's space lists; a type "
-            "without one was not run, so every count above is over the recorded types only): "
-            + "; ".join(parts) + ".", ""]
+    return ["Coverage per column (model types with a record of a run, of the model types the stack's space lists; a "
+            "type without one was not run, so every count above is over the recorded types only): "
+            + "; ".join(parts) + "." + lost_line(found, target), ""]
 
 
 def section(report: Report) -> None:
@@ -142,7 +168,7 @@ def section(report: Report) -> None:
         *markdown.table(["stack", "recipe", "exporter", *HEADERS],
                         [[*c.split("/"), *(_count(data["counts"][c], k) for k in COUNTED)] for c in columns]),
         "",
-        *coverage_lines(data.get("coverage") or {}),
+        *coverage_lines(data.get("coverage") or {}, data.get("lost_target")),
         "Classes of refusal (operator: what was broken), model types per recipe and exporter, one table per stack:",
         "",
     ]
