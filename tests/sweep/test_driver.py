@@ -92,3 +92,27 @@ def test_the_window_check_fails_on_all_at_once(tmp_path, in_process, monkeypatch
     monkeypatch.setattr(driver, "window", lambda client: 12)
     driver.run(_space(tmp_path), output_root=tmp_path / "out")
     assert _peak(in_process) == 12
+
+
+def test_a_deadline_never_replaces_a_published_result_with_not_run(tmp_path):
+    """`--force` (or `--rerun-older-code`) past its deadline: a cell whose record is there with a final outcome
+    keeps that record byte for byte (a resumed sweep reruns it as it would have); a cell without one is recorded
+    `not_run`. The control: a `not_run` record is no result, and is written again."""
+    import datetime as dt
+    import json
+
+    space = _space(tmp_path)
+    out = tmp_path / "out"
+    first, second, third, *rest = space.cells
+    kept = space.record_path(first, out)
+    kept.parent.mkdir(parents=True)
+    kept.write_text(json.dumps({"key": first.key(), "outcome": "type_error", "recorded_by": "cell"}))
+    before = kept.read_bytes()
+    stale = space.record_path(second, out)
+    stale.write_text(json.dumps({"key": second.key(), "outcome": "not_run", "recorded_by": "driver"}))
+    past = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    counts = driver.run(space, force=True, output_root=out, deadline=past)
+    assert kept.read_bytes() == before
+    assert counts == {"not_run": len(space.cells) - 1}
+    assert json.loads(stale.read_text())["reason"].startswith("the sweep's deadline")
+    assert json.loads(space.record_path(third, out).read_text())["outcome"] == "not_run"

@@ -27,7 +27,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -300,7 +300,8 @@ def run(
     `identity` names fields every record gets from its cell (formatted like the space's record path), so a record
     the engine writes (not_built, timeout, crashed) is found by the study's readers like the cells' own. Once
     `deadline` has passed, the cells not yet finished are cancelled and recorded `not_run` (a resumed sweep runs
-    them); a cell already running is not waited for, and its process ends within its own time limit. Every record
+    them), but for a cell whose record is there with a final outcome, which keeps it; a cell already running is
+    not waited for, and its process ends within its own time limit. Every record
     carries the code that made it (`code`: this checkout's commit, and whether its src/where223 differed); with
     `rerun_older_code`, a cell whose record came from other cell code than this checkout's (a commit whose
     src/where223 differs from HEAD's beyond what only presents records, a checkout that differed from its commit,
@@ -334,9 +335,19 @@ def run(
     if not todo:
         say(f"{space.name}: all {len(space.cells)} cells already recorded")
         return counts
+    def leave(cells: Iterable[Cell]) -> None:
+        """The deadline: each cell left is recorded `not_run`, but for one whose record is there with a final
+        outcome (rerun by `force` or `rerun_older_code`): that result stays published, and a resumed sweep picks it
+        up again as it would have."""
+        for cell in cells:
+            if is_done(space.record_path(cell, output_root), cell):
+                progress.add({"outcome": "kept"})
+                progress.show(f"{cell.stack} {cell.model} {cell.exporter}: kept its record (deadline)")
+            else:
+                publish_record(cell, _not_run(cell, deadline))
+
     if past(deadline):
-        for cell in todo:
-            publish_record(cell, _not_run(cell, deadline))
+        leave(todo)
         progress.close()
         return counts
     client, cluster = connect(scheduler, workers)
@@ -381,10 +392,9 @@ def run(
                 publish_record(cell, record)
                 for following in itertools.islice(queue, max(0, window(client) - len(futures))):
                     pending.add(submit(following, 1))
-        except TimeoutError:  # the deadline: what is left is recorded not_run
+        except TimeoutError:  # the deadline: what is left is recorded not_run, where it has no result yet
             client.cancel(list(futures))
-            for cell in [*(cell for cell, _ in futures.values()), *queue]:
-                publish_record(cell, _not_run(cell, deadline))
+            leave([*(cell for cell, _ in futures.values()), *queue])
     finally:
         progress.close()
         client.close()
