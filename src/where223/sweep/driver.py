@@ -301,8 +301,8 @@ def run(
     the engine writes (not_built, timeout, crashed) is found by the study's readers like the cells' own. Once
     `deadline` has passed, the cells not yet finished are cancelled and recorded `not_run` (a resumed sweep runs
     them), but for a cell whose record is there with a final outcome, which keeps it; a cell already running is
-    not waited for, and its process ends within its own time limit. Every record
-    carries the code that made it (`code`: this checkout's commit, and whether its src/where223 differed); with
+    not waited for, and its process ends within its own time limit. Every record carries the code that made it
+    (`code`: this checkout's commit, and whether its src/where223 differed); with
     `rerun_older_code`, a cell whose record came from other cell code than this checkout's (a commit whose
     src/where223 differs from HEAD's beyond what only presents records, a checkout that differed from its commit,
     or a record older than the field) is run again.
@@ -335,6 +335,7 @@ def run(
     if not todo:
         say(f"{space.name}: all {len(space.cells)} cells already recorded")
         return counts
+
     def leave(cells: Iterable[Cell]) -> None:
         """The deadline: each cell left is recorded `not_run`, but for one whose record is there with a final
         outcome (rerun by `force` or `rerun_older_code`): that result stays published, and a resumed sweep picks it
