@@ -36,12 +36,12 @@ fi
 "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
   || { echo "setup: $VENV is not Python 3.11; remove it and rerun" >&2; exit 1; }
 
-pip_install() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }
+pip_install_into() { local target=$1; shift; "$target" -m pip install --quiet --disable-pip-version-check "$@"; }
 
 if [ "$WHERE223_INSTALLER" = uv ]; then
   uv_pin=$(grep -i '^uv==' requirements.lock || true)
   if [ -n "$uv_pin" ] && { [ "$("$VENV/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" = "${uv_pin#*==}" ] \
-    || pip_install "$uv_pin"; }; then
+    || pip_install_into "$PY" "$uv_pin"; }; then
     uv_variables=$(PYTHONPATH=src "$PY" -m where223.pipeline.installer)
     eval "$uv_variables"
   else
@@ -50,13 +50,29 @@ if [ "$WHERE223_INSTALLER" = uv ]; then
   fi
 fi
 
-install() {
-  if [ "$WHERE223_INSTALLER" = uv ]; then
-    "$VENV/bin/uv" pip install --quiet --python "$PY" "$@"
-  else
-    pip_install "$@"
-  fi
+# install_into PYTHON ARGS: install into PYTHON's environment; a try whose download broke off is made again
+# (`python -m where223.pipeline.installer --try-again`, the one rule for it).
+install_into() {
+  local target=$1 attempt=1 log rc
+  shift
+  log=$(mktemp)
+  while :; do
+    rc=0
+    if [ "$WHERE223_INSTALLER" = uv ]; then
+      "$VENV/bin/uv" pip install --quiet --python "$target" "$@" 2>"$log" || rc=$?
+    else
+      pip_install_into "$target" "$@" 2>"$log" || rc=$?
+    fi
+    cat "$log" >&2
+    if [ "$rc" = 0 ] || ! PYTHONPATH=src "$PY" -m where223.pipeline.installer --try-again "$log" "$attempt"; then
+      rm -f "$log"
+      return "$rc"
+    fi
+    attempt=$((attempt + 1))
+    echo "setup: a download broke off; installing again (try $attempt)" >&2
+  done
 }
+install() { install_into "$PY" "$@"; }
 
 echo "setup: installing the pinned stack (requirements.lock) with $WHERE223_INSTALLER"
 install --no-deps -r requirements.lock  # complete and exact: nothing to resolve (see its header for protobuf)
@@ -107,11 +123,10 @@ echo "setup: the graph tools beside today's onnx and onnxruntime ($GRAPH_VENV, r
 graph_requirements=(-c requirements-graph.lock -r requirements-graph.in -e ".[graph]")
 if [ "$WHERE223_INSTALLER" = uv ]; then
   [ -x "$GRAPH_VENV/bin/python" ] || "$VENV/bin/uv" venv --quiet --python "$(command -v "$PYTHON")" "$GRAPH_VENV"
-  "$VENV/bin/uv" pip install --quiet --python "$GRAPH_VENV/bin/python" "${graph_requirements[@]}"
 else
   [ -x "$GRAPH_VENV/bin/python" ] || "$PYTHON" -m venv "$GRAPH_VENV"
-  "$GRAPH_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${graph_requirements[@]}"
 fi
+install_into "$GRAPH_VENV/bin/python" "${graph_requirements[@]}"
 # What the tests would otherwise build on their first run, deterministic and cached under .cache: onnx's conformance
 # node models for today's onnx (its wheel ships none; the differential test reads them) and the tiny model exported
 # with each transformers release (the historic variants are checked against them).

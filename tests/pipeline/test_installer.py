@@ -125,3 +125,68 @@ def test_control_a_module_without_bytecode_is_named(tmp_path: Path) -> None:
     (tmp_path / "compiled.py").write_text("X = 2\n")
     installer.compile_bytecode([tmp_path / "compiled.py"])
     assert without_bytecode([tmp_path / "fresh.py", tmp_path / "compiled.py"]) == [str(tmp_path / "fresh.py")]
+
+
+# What CI's run printed when a wheel's download broke off (uv streams it into its archive).
+BROKE_OFF = ("error: Failed to download `nvidia-cusolver==12.0.4.66`: Failed to extract archive: "
+             "nvidia_cusolver-12.0.4.66-py3-none-manylinux_2_27_x86_64.whl")
+
+
+def test_a_download_that_broke_off_is_tried_again_up_to_the_limit() -> None:
+    assert installer.try_again(BROKE_OFF, 1)
+    assert installer.try_again(BROKE_OFF, installer.ATTEMPTS - 1)
+    assert not installer.try_again(BROKE_OFF, installer.ATTEMPTS)  # bounded
+    # controls: what another try would not change
+    assert not installer.try_again("× No solution found when resolving dependencies: Because x was not found", 1)
+    refused = "error: Failed to download `x==1`: HTTP status client error (404 Not Found) for url (https://h/x.whl)"
+    assert not installer.try_again(refused, 1)
+    assert not installer.try_again("", 1)
+
+
+def test_try_again_on_the_command_line_reads_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "install.log"
+    log.write_text(BROKE_OFF + "\n")
+    assert installer.main(["--try-again", str(log), "1"]) == 0
+    assert installer.main(["--try-again", str(log), str(installer.ATTEMPTS)]) == 1
+    assert installer.main(["--try-again", str(tmp_path / "missing.log"), "1"]) == 1  # untrusted: no crash
+    assert installer.main(["--try-again", str(log), "one"]) == 1
+    log.write_text("error: No solution found\n")
+    assert installer.main(["--try-again", str(log), "1"]) == 1
+
+
+def _setup_install_into() -> str:
+    """setup-env.sh's `install_into` and the function it calls, as the script defines them."""
+    lines = (Path(__file__).resolve().parents[2] / "scripts" / "setup-env.sh").read_text().splitlines()
+    kept, inside = [], False
+    for line in lines:
+        if line.startswith(("pip_install_into() ", "install_into() {")):
+            inside = True
+        if inside:
+            kept.append(line)
+            if line == "}" or line.startswith("pip_install_into() "):
+                inside = False
+    return "\n".join(kept)
+
+
+@pytest.mark.parametrize(("message", "fails", "tries", "rc"), [
+    (BROKE_OFF, 1, 2, 0),  # broke off once: the second try installs
+    (BROKE_OFF, 99, installer.ATTEMPTS, 2),  # keeps breaking off: stops at the limit, with uv's exit status
+    ("error: No solution found", 99, 1, 2),  # control: not a download that broke off, not tried again
+])
+def test_setup_installs_again_when_a_download_broke_off(tmp_path: Path, message: str, fails: int, tries: int,
+                                                         rc: int) -> None:
+    import sys
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    counter = tmp_path / "tries"
+    uv = venv / "bin" / "uv"  # a uv that fails `fails` times with `message`
+    uv.write_text(f"#!/bin/sh\necho x >> {counter}\n"
+                  f"if [ $(wc -l < {counter}) -le {fails} ]; then echo '{message}' >&2; exit 2; fi\n")
+    uv.chmod(0o755)
+    source = Path(installer.__file__).resolve().parents[2]
+    script = (f"set -euo pipefail\nVENV={venv}\nPY={sys.executable}\nWHERE223_INSTALLER=uv\n"
+              f"{_setup_install_into()}\ninstall_into {sys.executable} pkg==1\n")
+    done = subprocess.run(["bash", "-c", script], cwd=source.parent, capture_output=True, text=True, check=False)
+    assert done.returncode == rc, done.stderr
+    assert len(counter.read_text().splitlines()) == tries
+    assert done.stderr.count("installing again") == tries - 1

@@ -62,3 +62,51 @@ def test_a_build_that_fails_is_not_marked_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("PYENV_ROOT", "/nonexistent")
     assert stacks.build_environment(missing, envs=tmp_path / "envs") == (None, "this machine has no Python 0.1 "
                                                                           "(python0.1 on PATH or pyenv)")  # fmt: skip
+
+
+class _FlakyInstaller:
+    """An installer whose sync fails `fails` times with `message`, then installs (a file beside the interpreter)."""
+
+    name = "fake"
+
+    def __init__(self, tmp_path: Path, message: str, fails: int) -> None:
+        self.counter, self.message, self.fails = tmp_path / "tries", message, fails
+
+    def environment(self) -> dict[str, str]:
+        return {}
+
+    def create(self, base: Path, root: Path) -> list[str]:
+        script = ("import os, sys\nos.makedirs(sys.argv[1] + '/bin')\n"
+                  "os.symlink(sys.argv[2], sys.argv[1] + '/bin/python')")
+        return [sys.executable, "-c", script, str(root), str(base)]
+
+    def sync(self, python: Path, lock: Path) -> list[str]:
+        script = (
+            "import sys, pathlib; c = pathlib.Path(sys.argv[1]); n = len(c.read_text()) if c.exists() else 0\n"
+            "c.write_text('x' * (n + 1))\n"
+            "if n < int(sys.argv[2]): print(sys.argv[3]); sys.exit(2)"
+        )
+        return [sys.executable, "-c", script, str(self.counter), str(self.fails), self.message]
+
+
+BROKE_OFF = "error: Failed to download `torch==2.14.1`: Failed to extract archive: torch-2.14.1-cp311.whl"
+
+
+@pytest.mark.parametrize(("message", "fails", "tries", "built"), [
+    (BROKE_OFF, 1, 2, True),  # a download broke off once: built at the second try
+    (BROKE_OFF, 99, stacks.installers.ATTEMPTS, False),  # every try broke off: bounded, then why, in one line
+    ("error: No solution found when resolving dependencies", 99, 1, False),  # control: not retried
+])
+def test_a_build_whose_download_broke_off_is_tried_again(tmp_path, monkeypatch, message, fails, tries, built):
+    monkeypatch.setattr(stacks.installers, "choose", lambda: _FlakyInstaller(tmp_path, message, fails))
+    lock = tmp_path / "lock.txt"
+    lock.write_text("x==1\n")
+    environment = stacks.Environment("flaky", f"{sys.version_info.major}.{sys.version_info.minor}", lock)
+    python, error = stacks.build_environment(environment, envs=tmp_path / "envs")
+    assert len((tmp_path / "tries").read_text()) == tries
+    assert (python is not None) is built
+    if built:
+        assert error is None and (stacks.env_root(environment, tmp_path / "envs") / stacks.READY).is_file()
+    else:
+        assert error.endswith(message) and "\n" not in error
+        assert (f"after {tries} tries" in error) is (tries > 1)

@@ -44,6 +44,16 @@ UV_FIXED: dict[str, str] = {
     "UV_COMPILE_BYTECODE": "1",
 }
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+# An install that failed because a download broke off (the network, not what was asked for) is tried again, at most
+# ATTEMPTS times in all. uv streams a wheel into its archive, so a cut transfer reads "Failed to extract archive":
+# one CI run lost today's stack so (NOTES). A 4xx answer is not retried: the file is not there.
+ATTEMPTS = 3
+BROKE_OFF_WORDS: tuple[str, ...] = (
+    "failed to download", "failed to fetch", "failed to extract archive", "error sending request",
+    "request failed after", "error decoding response body", "connection reset", "connection broken",
+    "incompleteread", "timed out", "unexpected end of file",
+)
+REFUSED_WORDS: tuple[str, ...] = ("client error (4",)
 
 
 def parse_pip_config_list(text: str) -> dict[str, str]:
@@ -179,6 +189,14 @@ def first_error_line(log: str) -> str:
     return lines[-1] if lines else "the installer failed without a message"
 
 
+def try_again(output: str, attempt: int) -> bool:
+    """Whether an install whose `attempt`-th try (counting from 1) failed with `output` is tried again: a download
+    that broke off, with fewer than ATTEMPTS tries made."""
+    lowered = output.lower()
+    broke_off = any(word in lowered for word in BROKE_OFF_WORDS) and not any(word in lowered for word in REFUSED_WORDS)
+    return broke_off and attempt < ATTEMPTS
+
+
 class InstallError(RuntimeError):
     """An install failed; the message is one line: the command and the installer's first error line."""
 
@@ -196,7 +214,11 @@ def install_side_folder(requirement: str, target: Path, installer: Installer | N
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         command = installer.install(sys.executable, "-q", "--no-deps", "--target", str(staging), requirement)
+        attempt = 1
         done = subprocess.run(command, capture_output=True, text=True, env=installer.environment(), check=False)
+        while done.returncode != 0 and try_again(done.stderr + done.stdout, attempt):
+            attempt += 1
+            done = subprocess.run(command, capture_output=True, text=True, env=installer.environment(), check=False)
         if done.returncode != 0:
             first = first_error_line(done.stderr + done.stdout)
             raise InstallError(f"{installer.command_name} {requirement} failed: {first}")
@@ -224,11 +246,20 @@ def shell_exports(variables: Mapping[str, str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the uv variables derived from pip's configuration as shell `export` lines."""
+    """Print the uv variables derived from pip's configuration as shell `export` lines; with --try-again, exit 0
+    when an install that failed as LOG says is tried again (`try_again`), else 1."""
     parser = argparse.ArgumentParser(prog="python -m where223.pipeline.installer", description=main.__doc__)
     parser.add_argument("--python", default=sys.executable, help="the interpreter whose pip configuration counts")
     parser.add_argument("--compile", nargs="+", metavar="FOLDER", help="instead, write the bytecode under FOLDERs")
+    parser.add_argument("--try-again", nargs=2, metavar=("LOG", "ATTEMPT"),
+                        help="instead, exit 0 when the install that failed as LOG says, on try ATTEMPT, is tried again")
     args = parser.parse_args(argv)
+    if args.try_again:
+        log, attempt = args.try_again
+        try:
+            return 0 if try_again(Path(log).read_text(errors="replace"), int(attempt)) else 1
+        except (OSError, ValueError):
+            return 1
     if args.compile:
         compile_bytecode(args.compile, args.python)
         return 0

@@ -7,9 +7,9 @@ name, optionally with a transformers release on top from its side folder: `torch
 `prepare` builds a stack on the worker that needs it, under a file lock that every worker of one host shares
 (one build per host; the others wait, then use it), outside any cell's time limit: `uv venv` from the machine's
 interpreter of that Python version (never a downloaded one), then `uv pip sync` of the lock, with pip's
-configuration handed to uv (`where223.pipeline.installer`). A built environment is marked by a file holding its
-lock's hash and is reused; a failed build is not marked, so a later sweep tries again, and its cells are
-`not_built` with the installer's first error line.
+configuration handed to uv (`where223.pipeline.installer`, whose `try_again` says when a sync whose download broke
+off is tried again). A built environment is marked by a file holding its lock's hash and is reused; a failed build
+is not marked, so a later sweep tries again, and its cells are `not_built` with the installer's first error line.
 
 `where223 sweep --space FILE --lock` compiles the `requirements` (plus `common`) of the space's environments
 into their locks with `uv pip compile` for each one's Python version.
@@ -210,11 +210,20 @@ def build_environment(environment: Environment, envs: Path = ENVS) -> tuple[Path
     installer = installers.choose()
     env = installer.environment()
     rc = _run(installer.create(base, root), log, env)
-    if rc == 0:
+    attempt, tried = 1, ""
+    while rc == 0:
+        done = len(log.read_text())
         rc = _run(installer.sync(python, environment.lock), log, env)
+        tried = log.read_text()[done:]
+        if rc == 0 or not installers.try_again(tried, attempt):
+            break
+        attempt += 1
+        rc = 0
     if rc != 0:
         shutil.rmtree(root, ignore_errors=True)
-        return None, f"{installer.name} could not build {environment.name}: {first_error_line(log.read_text())}"
+        after = f" (after {attempt} tries)" if attempt > 1 else ""
+        why = first_error_line(tried or log.read_text())
+        return None, f"{installer.name} could not build {environment.name}{after}: {why}"
     marker.write_text(json.dumps({"lock": str(environment.lock), "digest": environment.digest()}) + "\n")
     return python, None
 
