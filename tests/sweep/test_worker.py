@@ -99,15 +99,28 @@ def test_the_status_line_rates_the_cells_it_ran_not_those_it_skipped():
     assert "1.0 cells/min" in progress.line() and "~1 min left" in progress.line()
 
 
-def test_a_finished_cell_s_huge_work_files_are_removed_and_the_rest_kept(tmp_path):
-    """A cell's export of gigabytes is removed once its record is read; the record and a small model stay (the
-    control). The big file is sparse: it takes no disk."""
+def test_a_finished_cell_s_large_exports_are_removed_with_their_weights_and_small_ones_kept(tmp_path):
+    """A cell whose model files together pass the kept size loses them all, its small model.onnx with its large
+    external data included (kept alone it could not be loaded); its record and log stay. The control: a cell whose
+    exports fit keeps every file. The big files are sparse: they take no disk."""
     from where223.sweep import driver
 
-    big, small, record = tmp_path / "model.onnx", tmp_path / "model.log", tmp_path / "record.json"
-    with big.open("wb") as handle:
-        handle.truncate(driver.KEPT_FILE_BYTES + 1)
-    small.write_text("x")
-    record.write_text("{}")
-    driver._trim(tmp_path)
-    assert not big.exists() and small.exists() and record.exists()
+    def cell(folder, data_bytes):
+        folder.mkdir()
+        (folder / "model.onnx").write_bytes(b"x" * 100)
+        with (folder / "model.onnx.data").open("wb") as handle:
+            handle.truncate(data_bytes)
+        (folder / "model.log").write_text("x")
+        (folder / "record.json").write_text("{}")
+        return folder
+
+    large = cell(tmp_path / "large", driver.KEPT_WORK_BYTES)  # with model.onnx's 100 bytes: just over
+    driver._trim(large)
+    assert sorted(p.name for p in large.iterdir()) == ["model.log", "record.json"]
+    small = cell(tmp_path / "small", driver.KEPT_WORK_BYTES - 100)  # just fits: the control
+    driver._trim(small)
+    assert sorted(p.name for p in small.iterdir()) == ["model.log", "model.onnx", "model.onnx.data", "record.json"]
+    with (small / "model.log").open("wb") as handle:  # a verbose export's log of gigabytes goes too
+        handle.truncate(driver.KEPT_WORK_BYTES + 1)
+    driver._trim(small)
+    assert not (small / "model.log").exists() and (small / "model.onnx.data").exists()

@@ -47,7 +47,11 @@ SCHEDULER_CONFIG: dict[str, Any] = {
     "distributed.scheduler.worker-saturation": 1.0,
 }
 CONNECT_TIMEOUT_S = 5  # a running scheduler answers in milliseconds
-KEPT_FILE_BYTES = 256 * 2**20  # a cell's work files above this are removed once its record is read (see execute)
+# A finished cell's exports are kept for the peers and converters benchmarks, which read none over 64 MiB with its
+# weights (their --max-mib): a cell whose model files (all but its .json and .log) are larger together loses them all,
+# so no export is kept without its external data; a log above it goes too (see execute and _trim).
+KEPT_WORK_BYTES = 64 * 2**20
+KEPT_SUFFIXES = frozenset({".json", ".log"})
 ATTEMPTS = 2  # a cell whose worker died is submitted once more, then recorded `crashed`
 # a cell the engine lost (`timeout`, or `crashed` in its own process) runs once more, its limit the space's times
 # this, before its record counts (a model a busy machine made slow, a crash that does not come back)
@@ -85,11 +89,15 @@ def execute(key: Mapping[str, Any], space: str, timeout_s: float, threads: int =
 
 
 def _trim(work: Path) -> None:
-    """Remove a finished cell's work files above KEPT_FILE_BYTES (a model whose small config is still gigabytes
-    once exported, a verbose export's log): the record has what the sweep measured, and a sweep of thousands of
-    cells otherwise fills the disk (one did: NOTES)."""
-    for path in work.glob("*"):
-        if path.is_file() and path.stat().st_size > KEPT_FILE_BYTES:
+    """Remove what a finished cell leaves that no one reads (KEPT_WORK_BYTES): the record has what the sweep measured,
+    and a sweep of thousands of cells that kept every export filled the disk (NOTES)."""
+    files = [path for path in work.rglob("*") if path.is_file() and not path.is_symlink()]
+    models = [path for path in files if path.suffix not in KEPT_SUFFIXES]
+    if sum(path.stat().st_size for path in models) > KEPT_WORK_BYTES:
+        for path in models:
+            path.unlink(missing_ok=True)
+    for path in files:
+        if path.suffix in KEPT_SUFFIXES and path.stat().st_size > KEPT_WORK_BYTES:
             path.unlink(missing_ok=True)
 
 
