@@ -116,3 +116,46 @@ def test_a_deadline_never_replaces_a_published_result_with_not_run(tmp_path):
     assert counts == {"not_run": len(space.cells) - 1}
     assert json.loads(stale.read_text())["reason"].startswith("the sweep's deadline")
     assert json.loads(space.record_path(third, out).read_text())["outcome"] == "not_run"
+
+
+def _commit(root: Path, files: dict[str, str]) -> str:
+    import subprocess
+
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    identity = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(root), *identity, "commit", "-qm", "c"], check=True, capture_output=True)
+    return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_a_record_that_lists_no_files_is_judged_by_what_its_commits_other_cells_read(tmp_path, monkeypatch):
+    """A cell killed before it could say what it read (`crashed`, no `code.read`) is older only when a file that the
+    cells made at its commit read has changed since (or, with no such cell, any cell code); the control, without its
+    siblings, calls it older for a change to the driver, which no cell's process runs."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setattr(driver.paths, "ROOT", tmp_path)
+    driver.git._changed.cache_clear()
+    lint, engine = "src/where223/graph/lint.py", "src/where223/sweep/driver.py"
+    made = _commit(tmp_path, {lint: "a", engine: "a"})
+    finished = {"outcome": "type_error", "code": {"commit": made, "dirty": False, "read": [lint]}}
+    killed = {"outcome": "crashed", "code": {"commit": made, "dirty": False}}
+    elsewhere = {"outcome": "crashed", "code": {"commit": "f" * 40, "dirty": False}}
+    dirty = {"outcome": "accepted", "code": {"commit": made, "dirty": True, "read": [engine]}}
+    siblings = driver.reads_by_commit([finished, killed, elsewhere, dirty, {"code": "x"}, {"code": {"read": 3}}])
+    assert siblings == {made: frozenset({lint})}  # a dirty checkout's list and malformed ones say nothing
+
+    engine_changed = _commit(tmp_path, {engine: "b"})
+    now = driver._same_cell_code({"commit": engine_changed, "dirty": False}, siblings)
+    assert now(finished["code"]) and now(killed["code"])
+    assert not driver._same_cell_code({"commit": engine_changed, "dirty": False})(killed["code"])  # the control
+    assert not now(elsewhere["code"])  # no sibling at its commit (and git knows none): older
+
+    lint_changed = _commit(tmp_path, {lint: "c"})
+    now = driver._same_cell_code({"commit": lint_changed, "dirty": False}, siblings)
+    assert not now(finished["code"]) and not now(killed["code"])  # what its siblings read changed
+    driver.git._changed.cache_clear()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import itertools
+import json
 import math
 import os
 import shutil
@@ -27,7 +28,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -272,17 +273,53 @@ def _identity(space: Space, cell: Cell, identity: Mapping[str, str]) -> dict[str
     return {name: template.format(**fields) for name, template in identity.items()}
 
 
-def _same_cell_code(code: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
+def _read_list(made_by: Mapping[str, Any]) -> frozenset[str] | None:
+    """A record's `code.read` (the files its cell's process imported) when it lists only names, else None."""
+    read = made_by.get("read")
+    return frozenset(read) if isinstance(read, list) and all(isinstance(n, str) for n in read) else None
+
+
+def _records(space: Space, output_root: Path) -> Iterator[Mapping[str, Any]]:
+    """The records there are of the space's cells under `output_root` (one that cannot be read is passed over)."""
+    for cell in space.cells:
+        try:
+            record = json.loads(space.record_path(cell, output_root).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, Mapping):
+            yield record
+
+
+def reads_by_commit(records: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    """Per commit, every file that the records made there by a clean checkout say their cells' processes read: what
+    that commit's cells import, for judging a record that lists none (see `_same_cell_code`)."""
+    found: dict[str, set[str]] = {}
+    for record in records:
+        made_by = record.get("code") if isinstance(record, Mapping) else None
+        if not isinstance(made_by, Mapping) or made_by.get("dirty") is not False:
+            continue
+        commit, read = made_by.get("commit"), _read_list(made_by)
+        if isinstance(commit, str) and read is not None:
+            found.setdefault(commit, set()).update(read)
+    return {commit: frozenset(names) for commit, names in found.items()}
+
+
+def _same_cell_code(
+    code: Mapping[str, Any], siblings: Mapping[str, frozenset[str]] | None = None
+) -> Callable[[Mapping[str, Any]], bool]:
     """Whether a record's `code` is this checkout's cell code (see `run`): made at a commit whose cell code is this
-    one's, judged by the files the cell's process read where its record lists them (`code.read`), else by every
-    file under src/where223 that does more than present records."""
+    one's, judged by the files the cell's process read where its record lists them (`code.read`); for a record
+    that lists none (a cell whose process was killed before it could say: `crashed`, `timeout`), by the files that
+    the space's other cells made at the same commit read (`siblings`, from `reads_by_commit`); else by every file
+    under src/where223 that does more than present records."""
 
     def current(made_by: Mapping[str, Any]) -> bool:
         commit = made_by.get("commit")
         if not isinstance(commit, str) or made_by.get("dirty") is not False or not code["commit"]:
             return False
-        read = made_by.get("read")
-        read = frozenset(read) if isinstance(read, list) and all(isinstance(n, str) for n in read) else None
+        read = _read_list(made_by)
+        if read is None and siblings:
+            read = siblings.get(commit)
         return not git.cell_code_changed(paths.ROOT, commit, code["commit"], read)
 
     return current
@@ -320,7 +357,9 @@ def run(
     from distributed import as_completed
 
     code = git.code_version(paths.ROOT)
-    current = _same_cell_code(code) if rerun_older_code else None
+    current = None
+    if rerun_older_code:
+        current = _same_cell_code(code, reads_by_commit(_records(space, output_root)))
     todo = [c for c in space.cells if force or not is_done(space.record_path(c, output_root), c, current)]
     progress = Progress(len(space.cells), len(space.cells) - len(todo), stream or sys.stderr)
     progress.done = progress.skipped
