@@ -159,3 +159,21 @@ def test_a_record_that_lists_no_files_is_judged_by_what_its_commits_other_cells_
     now = driver._same_cell_code({"commit": lint_changed, "dirty": False}, siblings)
     assert not now(finished["code"]) and not now(killed["code"])  # what its siblings read changed
     driver.git._changed.cache_clear()
+
+
+def test_the_siblings_are_read_from_the_spaces_own_records_and_a_bad_one_is_passed_over(tmp_path):
+    """`run` draws the siblings from the records of the space's cells under the output root: each readable record once,
+    one that is not JSON or not an object passed over, a file outside the space's record paths never read."""
+    import json
+
+    space, root = _space(tmp_path), tmp_path / "out"
+    first, second, third = space.cells[:3]
+    for cell, text in ((first, json.dumps({"code": {"commit": "a" * 40, "dirty": False, "read": ["x.py"]}})),
+                       (second, "{not json"), (third, "[1, 2]")):
+        space.record_path(cell, root).parent.mkdir(parents=True, exist_ok=True)
+        space.record_path(cell, root).write_text(text)
+    (root / "window" / "stray.json").write_text(json.dumps({"code": {"commit": "b" * 40, "dirty": False,
+                                                                      "read": ["y.py"]}}))
+    found = list(driver._records(space, root))
+    assert found == [{"code": {"commit": "a" * 40, "dirty": False, "read": ["x.py"]}}]
+    assert driver.reads_by_commit(found) == {"a" * 40: frozenset({"x.py"})}
