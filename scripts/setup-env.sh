@@ -50,8 +50,8 @@ if [ "$WHERE223_INSTALLER" = uv ]; then
   fi
 fi
 
-# install_into PYTHON ARGS: install into PYTHON's environment; a try whose download broke off is made again
-# (`python -m where223.pipeline.installer --try-again`, the one rule for it).
+# install_into PYTHON ARGS: install into PYTHON's environment; a try whose download broke off is made again, after a
+# pause and one download at a time (`python -m where223.pipeline.installer --try-again`, the one rule for it).
 install_into() {
   local target=$1 attempt=1 log rc
   shift
@@ -64,12 +64,13 @@ install_into() {
       pip_install_into "$target" "$@" 2>"$log" || rc=$?
     fi
     cat "$log" >&2
-    if [ "$rc" = 0 ] || ! PYTHONPATH=src "$PY" -m where223.pipeline.installer --try-again "$log" "$attempt"; then
+    if [ "$rc" = 0 ] || ! next=$(PYTHONPATH=src "$PY" -m where223.pipeline.installer --try-again "$log" "$attempt"); then
       rm -f "$log"
       return "$rc"
     fi
     attempt=$((attempt + 1))
-    echo "setup: a download broke off; installing again (try $attempt)" >&2
+    echo "setup: a download broke off; installing again (try $attempt, in ${next##*sleep } s)" >&2
+    eval "$next"  # the next try's variables (one download at a time), then its pause
   done
 }
 install() { install_into "$PY" "$@"; }

@@ -143,10 +143,25 @@ def test_a_download_that_broke_off_is_tried_again_up_to_the_limit() -> None:
     assert not installer.try_again("", 1)
 
 
-def test_try_again_on_the_command_line_reads_the_log(tmp_path: Path) -> None:
+def test_a_later_try_waits_longer_and_downloads_one_file_at_a_time(monkeypatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(installer.time, "sleep", slept.append)
+    assert installer.before_try(1) == {} and slept == [0]  # the first try neither waits nor changes anything
+    assert installer.before_try(2) == {"UV_CONCURRENT_DOWNLOADS": "1"}
+    assert slept[-1] == installer.PAUSES[0] > 0
+    waits = [installer.pause(n) for n in range(1, installer.ATTEMPTS + 1)]
+    assert waits[0] == 0 and waits[1:] == sorted(waits[1:]) and len(set(waits[1:])) == installer.ATTEMPTS - 1
+    assert installer.pause(installer.ATTEMPTS + 10) == installer.PAUSES[-1]  # bounded
+    assert installer.PAUSES == (10, 30, 60, 120) and installer.ATTEMPTS == 5  # what NOTES says
+    monkeypatch.setattr(installer, "PAUSES", ())
+    assert installer.pause(3) == 0
+
+
+def test_try_again_on_the_command_line_reads_the_log(tmp_path: Path, capsys) -> None:
     log = tmp_path / "install.log"
     log.write_text(BROKE_OFF + "\n")
     assert installer.main(["--try-again", str(log), "1"]) == 0
+    assert capsys.readouterr().out == f"export UV_CONCURRENT_DOWNLOADS=1\nsleep {installer.PAUSES[0]}\n"
     assert installer.main(["--try-again", str(log), str(installer.ATTEMPTS)]) == 1
     assert installer.main(["--try-again", str(tmp_path / "missing.log"), "1"]) == 1  # untrusted: no crash
     assert installer.main(["--try-again", str(log), "one"]) == 1
@@ -180,13 +195,17 @@ def test_setup_installs_again_when_a_download_broke_off(tmp_path: Path, message:
     (venv / "bin").mkdir(parents=True)
     counter = tmp_path / "tries"
     uv = venv / "bin" / "uv"  # a uv that fails `fails` times with `message`
-    uv.write_text(f"#!/bin/sh\necho x >> {counter}\n"
+    uv.write_text(f"#!/bin/sh\necho ${{UV_CONCURRENT_DOWNLOADS:--}} >> {counter}\n"
                   f"if [ $(wc -l < {counter}) -le {fails} ]; then echo '{message}' >&2; exit 2; fi\n")
     uv.chmod(0o755)
     source = Path(installer.__file__).resolve().parents[2]
+    slept = tmp_path / "slept"  # the pauses, recorded rather than waited
     script = (f"set -euo pipefail\nVENV={venv}\nPY={sys.executable}\nWHERE223_INSTALLER=uv\n"
+              f"sleep() {{ echo \"$1\" >> {slept}; }}\n"
               f"{_setup_install_into()}\ninstall_into {sys.executable} pkg==1\n")
     done = subprocess.run(["bash", "-c", script], cwd=source.parent, capture_output=True, text=True, check=False)
     assert done.returncode == rc, done.stderr
-    assert len(counter.read_text().splitlines()) == tries
+    assert counter.read_text().splitlines() == ["-"] + ["1"] * (tries - 1)  # later tries: one download at a time
+    waits = slept.read_text().split() if slept.exists() else []
+    assert waits == [str(installer.pause(n)) for n in range(2, tries + 1)]
     assert done.stderr.count("installing again") == tries - 1

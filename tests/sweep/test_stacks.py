@@ -45,6 +45,20 @@ def test_the_first_error_line_of_uv_and_pip():
     assert stacks.first_error_line("warning only\nlast words\n") == "last words"  # control: no error line
 
 
+def test_the_error_line_carries_uvs_whole_chain_of_causes():
+    """What a CI run printed lost the cause under "Failed to extract archive": a cut stream and a full disk read
+    alike there. Every `cause:` (or `├─▶`/`╰─▶`) line joins the error line, and the chain ends at the first other."""
+    piped = ("Resolved 1 package in 1ms\nerror: Failed to download `x==1`\n  cause: Failed to extract archive: x.whl\n"
+             "  cause: Invalid zip file structure\n  cause: unable to locate the end of central directory record\n"
+             "hint: not a cause\n")
+    assert stacks.first_error_line(piped) == ("error: Failed to download `x==1`: Failed to extract archive: x.whl: "
+                                              "Invalid zip file structure: unable to locate the end of central "
+                                              "directory record")
+    full = "No space left on device (os error 28)"
+    terminal = f"  × Failed to download `x==1`\n  ├─▶ Failed to extract archive\n  ╰─▶ {full}\n"
+    assert stacks.first_error_line(terminal).endswith(f": Failed to extract archive: {full}")
+
+
 def test_the_machine_interpreter_is_found_or_none(monkeypatch):
     assert stacks.machine_python(f"{sys.version_info.major}.{sys.version_info.minor}") == Path(sys.executable)
     monkeypatch.setenv("PYENV_ROOT", "/nonexistent")
@@ -82,8 +96,8 @@ class _FlakyInstaller:
 
     def sync(self, python: Path, lock: Path) -> list[str]:
         script = (
-            "import sys, pathlib; c = pathlib.Path(sys.argv[1]); n = len(c.read_text()) if c.exists() else 0\n"
-            "c.write_text('x' * (n + 1))\n"
+            "import os, sys, pathlib; c = pathlib.Path(sys.argv[1]); n = len(c.read_text()) if c.exists() else 0\n"
+            "c.write_text(c.read_text() + os.environ.get('UV_CONCURRENT_DOWNLOADS', '-') if n else '-')\n"
             "if n < int(sys.argv[2]): print(sys.argv[3]); sys.exit(2)"
         )
         return [sys.executable, "-c", script, str(self.counter), str(self.fails), self.message]
@@ -99,11 +113,16 @@ BROKE_OFF = "error: Failed to download `torch==2.14.1`: Failed to extract archiv
 ])
 def test_a_build_whose_download_broke_off_is_tried_again(tmp_path, monkeypatch, message, fails, tries, built):
     monkeypatch.setattr(stacks.installers, "choose", lambda: _FlakyInstaller(tmp_path, message, fails))
+    slept: list[float] = []
+    monkeypatch.setattr(stacks.installers.time, "sleep", slept.append)
     lock = tmp_path / "lock.txt"
     lock.write_text("x==1\n")
     environment = stacks.Environment("flaky", f"{sys.version_info.major}.{sys.version_info.minor}", lock)
     python, error = stacks.build_environment(environment, envs=tmp_path / "envs")
-    assert len((tmp_path / "tries").read_text()) == tries
+    # every try after the first waits (longer each time) and downloads one file at a time
+    assert (tmp_path / "tries").read_text() == "-" + "1" * (tries - 1)
+    assert slept == [stacks.installers.pause(n) for n in range(2, tries + 1)]
+    assert slept == sorted(slept) and all(seconds > 0 for seconds in slept)
     assert (python is not None) is built
     if built:
         assert error is None and (stacks.env_root(environment, tmp_path / "envs") / stacks.READY).is_file()

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +47,13 @@ UV_FIXED: dict[str, str] = {
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 # An install that failed because a download broke off (the network, not what was asked for) is tried again, at most
 # ATTEMPTS times in all. uv streams a wheel into its archive, so a cut transfer reads "Failed to extract archive":
-# one CI run lost today's stack so (NOTES). A 4xx answer is not retried: the file is not there.
-ATTEMPTS = 3
+# one CI run lost today's stack so (NOTES). A 4xx answer is not retried: the file is not there. Three tries one after
+# the other failed alike in another CI run, so a later try waits first (PAUSES, seconds before tries 2, 3, ...: a cut
+# transfer is often a passing fault of the link or a proxy) and downloads one file at a time (RETRY_VARIABLES: uv
+# streams up to 50 at once, and on a slow link one of several hundred MB can stall past the read timeout).
+ATTEMPTS = 5
+PAUSES: tuple[int, ...] = (10, 30, 60, 120)
+RETRY_VARIABLES: dict[str, str] = {"UV_CONCURRENT_DOWNLOADS": "1"}
 BROKE_OFF_WORDS: tuple[str, ...] = (
     "failed to download", "failed to fetch", "failed to extract archive", "error sending request",
     "request failed after", "error decoding response body", "connection reset", "connection broken",
@@ -173,19 +179,24 @@ def choose(python: str | os.PathLike[str] = sys.executable) -> Installer:
     return Installer("uv", uv, uv_variables(pip_options(python)))
 
 
+CAUSE_MARKERS: tuple[str, ...] = ("├─▶", "╰─▶", "cause:", "caused by:")
+
+
 def first_error_line(log: str) -> str:
-    """The installer's first error line (uv's `error:` or `×`, pip's `ERROR:`), else its last line; when uv explains
-    it on the next line (`╰─▶ Because ...` on a terminal, `cause: Because ...` elsewhere), that explanation follows
-    on the same line."""
+    """The installer's first error line (uv's `error:` or `×`, pip's `ERROR:`), else its last line; uv's chain of
+    causes on the lines after it (`├─▶`/`╰─▶` on a terminal, `cause:` elsewhere) follows on the same line, each
+    after `: `, so that the deepest cause (a cut stream, a full disk) is named too."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     for index, line in enumerate(lines):
         lowered = line.lower()
         if lowered.startswith(("error", "×")) or "error:" in lowered:
-            following = lines[index + 1] if index + 1 < len(lines) else ""
-            for marker in ("╰─▶", "cause:"):
-                if following.startswith(marker):
-                    return f"{line.rstrip(':')}: {following.removeprefix(marker).strip()}"
-            return line
+            parts = [line.rstrip(":")]
+            for following in lines[index + 1:]:
+                marker = next((m for m in CAUSE_MARKERS if following.lower().startswith(m)), None)
+                if marker is None:
+                    break
+                parts.append(following[len(marker):].strip().rstrip(":"))
+            return ": ".join(parts)
     return lines[-1] if lines else "the installer failed without a message"
 
 
@@ -195,6 +206,19 @@ def try_again(output: str, attempt: int) -> bool:
     lowered = output.lower()
     broke_off = any(word in lowered for word in BROKE_OFF_WORDS) and not any(word in lowered for word in REFUSED_WORDS)
     return broke_off and attempt < ATTEMPTS
+
+
+def pause(attempt: int) -> int:
+    """Seconds to wait before try `attempt` (counting from 1): none before the first."""
+    if attempt <= 1 or not PAUSES:
+        return 0
+    return PAUSES[min(attempt - 2, len(PAUSES) - 1)]
+
+
+def before_try(attempt: int) -> dict[str, str]:
+    """Wait as `pause` says before try `attempt`; the variables that try adds to the install's environment."""
+    time.sleep(pause(attempt))
+    return dict(RETRY_VARIABLES) if attempt > 1 else {}
 
 
 class InstallError(RuntimeError):
@@ -218,7 +242,8 @@ def install_side_folder(requirement: str, target: Path, installer: Installer | N
         done = subprocess.run(command, capture_output=True, text=True, env=installer.environment(), check=False)
         while done.returncode != 0 and try_again(done.stderr + done.stdout, attempt):
             attempt += 1
-            done = subprocess.run(command, capture_output=True, text=True, env=installer.environment(), check=False)
+            env = installer.environment(before_try(attempt))
+            done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
             first = first_error_line(done.stderr + done.stdout)
             raise InstallError(f"{installer.command_name} {requirement} failed: {first}")
@@ -247,7 +272,8 @@ def shell_exports(variables: Mapping[str, str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the uv variables derived from pip's configuration as shell `export` lines; with --try-again, exit 0
-    when an install that failed as LOG says is tried again (`try_again`), else 1."""
+    when an install that failed as LOG says is tried again (`try_again`), having printed what that try sets and
+    waits (`export` lines, then `sleep N`) for the shell to eval, else 1."""
     parser = argparse.ArgumentParser(prog="python -m where223.pipeline.installer", description=main.__doc__)
     parser.add_argument("--python", default=sys.executable, help="the interpreter whose pip configuration counts")
     parser.add_argument("--compile", nargs="+", metavar="FOLDER", help="instead, write the bytecode under FOLDERs")
@@ -257,9 +283,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.try_again:
         log, attempt = args.try_again
         try:
-            return 0 if try_again(Path(log).read_text(errors="replace"), int(attempt)) else 1
+            if not try_again(Path(log).read_text(errors="replace"), int(attempt)):
+                return 1
         except (OSError, ValueError):
             return 1
+        following = int(attempt) + 1
+        sys.stdout.write(shell_exports(RETRY_VARIABLES) + f"sleep {pause(following)}\n")
+        return 0
     if args.compile:
         compile_bytecode(args.compile, args.python)
         return 0

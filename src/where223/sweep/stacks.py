@@ -218,6 +218,7 @@ def build_environment(environment: Environment, envs: Path = ENVS) -> tuple[Path
         if rc == 0 or not installers.try_again(tried, attempt):
             break
         attempt += 1
+        env = {**env, **installers.before_try(attempt)}
         rc = 0
     if rc != 0:
         shutil.rmtree(root, ignore_errors=True)
