@@ -241,12 +241,16 @@ def test_the_other_stack_is_compared_member_by_member():
 def test_blames_dynamo_advice_holds_on_the_opset_scans_real_exports():
     """graph.blame's advice for a dynamo export without stacks (keep opset 18 or above) against the committed
     exports: every blamed dynamo graph at 18 or above names a source line, every one converted below 18 names none;
-    the control is the scan's cells asked for an opset below 18 whose conversion failed (kept at 18): they do."""
+    the control is the scan's cells asked for an opset below 18 whose conversion failed (kept at 18): they do. A blame
+    that did not find its node in the graph says nothing of stacks either way and is left out: ONNX Runtime can name
+    a node as its own fusion renamed it (`node_MatMul_184/MatMulAddFusion`, mra; NOTES)."""
     from where223.graph.blame import NO_SOURCE_ADVICE
 
     assert "18 or above" in NO_SOURCE_ADVICE and "verbose=True" in NO_SOURCE_ADVICE
-    blamed = [r for r in analysis.load_records() + analysis.load_opset_records()
-              if r["key"]["exporter"] == "dynamo" and r.get("blame")]
+    records = [r for r in analysis.load_records() + analysis.load_opset_records() if r["key"]["exporter"] == "dynamo"]
+    unfound = [r for r in records if r.get("blame") and all(b.get("error") for b in r["blame"])]
+    assert all("no node named" in b["error"] for r in unfound for b in r["blame"])  # only that, not other failures
+    blamed = [r for r in records if r.get("blame") and r not in unfound]
     with_source = {id(r) for r in blamed if any(b.get("source") for b in r["blame"])}
     converted = [r for r in blamed if r["onnx_opset"] < 18]
     kept = [r for r in blamed if r["onnx_opset"] >= 18]
