@@ -120,10 +120,13 @@ def test_a_made_record_at_a_committed_records_place_is_read_beside_it(tmp_path):
 
 
 def test_control_without_todays_records_the_newer_leaves_name_nothing():
-    """The committed class and remedies cells predate the rule's `reference_spread`: without the records today's
-    code makes, its roles name nothing (the day the sweeps are rerun, this control must be rethought)."""
+    """Without the records today's code makes, a role that only they hold names nothing: no committed fuzz record
+    holds a failure, so its `failures[*].outcome` roles are found only in the one `made_today` writes. (This control
+    used the class and remedies cells' `reference_spread` until today's class chain was rerun whole: the committed
+    cells now hold it, which the second assertion keeps true.)"""
     found = schema.role_problems(OUTPUTS, RECORDS, TYPES)
-    assert any("ClassCellRecord" in line and "reference_spread" in line for line in found), found
+    assert any("failures[*].outcome.seconds" in line for line in found), found
+    assert not any("reference_spread" in line for line in found), found
 
 
 def test_every_place_the_types_claim_holds_a_committed_record():
