@@ -2,8 +2,8 @@
 
 Each command runs `--repeat` times (default 1) in `--checkout` (default: this repository), one run after the other,
 with the output of its last run kept in a log (and of each failed run in a log of its own); the record holds every
-run (wall time, exit status, the load average before and after, as other work on the machine slows a run, the pytest
-summary line when there is one), their median, minimum and maximum (`seconds`, `minutes`: the median), and the
+run (wall time, exit status, the load average before and after, as other work on the machine slows a run, every pytest
+summary line in it, one per suite), their median, minimum and maximum (`seconds`, `minutes`: the median), and the
 environment. A command that executes the notebooks (`make run`) has its notebook stage timed apart, by papermill's
 own clock in the executed copies it published: from the first notebook's start to the last one's end (each run's
 `notebook_stage`, their median `notebook_stage_seconds`), beside what the same notebooks took added up (one at a
@@ -42,9 +42,11 @@ _PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(passed|failed|error)\b.*) =+$")
 
 
 def pytest_summary(output: str) -> str | None:
-    """pytest's last summary line (`493 passed, 8 skipped in 656.12s`) in a command's output, if any."""
+    """Every pytest summary line (`493 passed, 8 skipped in 656.12s`) in a command's output, in its order, joined
+    by "; ", if any: `make test` runs two suites (the main one, then `tests/graph` in `.venv-graph`), and its last
+    line alone would quote the second as the whole run."""
     lines = [match.group(1) for match in map(_PYTEST_SUMMARY.match, output.splitlines()) if match]
-    return lines[-1] if lines else None
+    return "; ".join(lines) if lines else None
 
 
 def notebook_stage(notebooks: Path, since: dt.datetime) -> dict[str, Any] | None:

@@ -16,9 +16,11 @@ def bench():
     return benchmark_scripts.load("command_times")
 
 
-def test_the_pytest_summary_is_the_last_one(bench):
-    output = "== 3 passed in 1.0s ==\ncollected\n=== 2 failed, 491 passed, 8 skipped in 656.12s (0:10:56) ===\n"
-    assert bench.pytest_summary(output) == "2 failed, 491 passed, 8 skipped in 656.12s (0:10:56)"
+def test_the_pytest_summary_holds_every_suite_in_order(bench):
+    output = ("=== 2 failed, 491 passed, 8 skipped in 656.12s (0:10:56) ===\n== the graph tests again ==\n"
+              "collected\n== 3 passed in 1.0s ==\n")
+    assert bench.pytest_summary(output) == "2 failed, 491 passed, 8 skipped in 656.12s (0:10:56); 3 passed in 1.0s"
+    assert bench.pytest_summary(output.split("== the")[0]) == "2 failed, 491 passed, 8 skipped in 656.12s (0:10:56)"
     assert bench.pytest_summary("=== warnings summary ===\nall good\n") is None  # control: no test summary
 
 
