@@ -51,3 +51,26 @@ def test_nbconverts_default_export_is_the_control(tmp_path):
     assert str(ROOT) in html
     assert "<title>Notebook</title>" in html
     assert REMOTE_LOAD.findall(html) != []
+
+
+def _chunked(path: Path, outputs: list) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell("print(a); warn(); print(b)", id="code")  # ids fixed: pages comparable
+    code.outputs = outputs
+    notebook.cells = [nbformat.v4.new_markdown_cell("# 01 · Reproduce", id="title"), code]
+    nbformat.write(notebook, path)
+    return path
+
+
+def test_a_reruns_page_is_the_same_however_the_kernel_chunked_its_output(tmp_path):
+    """stdout in one message, or split in two around a stderr write (a loaded machine's timing): the same page;
+    the control, the same chunks with nbconvert's own export, differ."""
+    stdout, stderr = (lambda text: nbformat.v4.new_output("stream", name="stdout", text=text),
+                      lambda text: nbformat.v4.new_output("stream", name="stderr", text=text))
+    whole = _chunked(tmp_path / "a.ipynb", [stdout("first\nsecond\n"), stderr(LOG_LINE + "\n")])
+    split = _chunked(tmp_path / "b.ipynb", [stdout("first\n"), stderr(LOG_LINE + "\n"), stdout("second\n")])
+    pages = [export_html(path).read_text() for path in (whole, split)]
+    assert pages[0] == pages[1] and "first\nsecond" in pages[0]
+    control = [HTMLExporter(exclude_input=True).from_notebook_node(nbformat.read(path, as_version=4))[0]
+               for path in (whole, split)]
+    assert control[0] != control[1]

@@ -540,7 +540,9 @@ def reviewer_copy(notebook: Any, name: str = "") -> Any:
 
     Titled by its first `# ` heading (the HTML page's title; `name` when it has none); the parameters the run was
     given, in a table under that heading; stderr streams (library logs, warnings: they stay in the executed .ipynb)
-    left out; the checkout's absolute paths made relative to the repository.
+    left out, and the stdout text they leave side by side joined into one output (how a kernel's writes are split
+    into messages, and how stdout and stderr interleave, depends on timing: a rerun's page is the same page); the
+    checkout's absolute paths made relative to the repository.
     """
     import copy
 
@@ -574,7 +576,15 @@ def reviewer_copy(notebook: Any, name: str = "") -> Any:
             cell.source = portable.checkout_relative(cell.source)
         if cell.cell_type != "code":
             continue
-        cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+        kept = []
+        for output in cell.outputs:
+            if output.output_type == "stream" and output.name == "stderr":
+                continue
+            if output.output_type == "stream" and kept and kept[-1].output_type == "stream":
+                kept[-1].text += output.text  # one stdout text however the kernel chunked it
+            else:
+                kept.append(output)
+        cell.outputs = kept
         for output in cell.outputs:
             if output.output_type == "stream":
                 output.text = portable.checkout_relative(output.text)
